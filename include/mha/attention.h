@@ -1,0 +1,70 @@
+// Scaled dot-product attention over [batch, head, token, head_dim] views, for
+// engines that project Q, K and V themselves.
+#ifndef MHA_ATTENTION_H_
+#define MHA_ATTENTION_H_
+
+#include <cstddef>
+#include <cstdint>
+
+namespace mha {
+
+// Which keys each query may see. The three kinds combine: a key is visible
+// only if every mask given lets it through.
+struct AttentionMask {
+  // Query i sees key j only if j <= i + (kv_len - q_len), in signed arithmetic
+  // (aligned bottom-right, as in decoding with a KV cache): when q_len >
+  // kv_len the first q_len - kv_len query rows see no key.
+  bool causal = false;
+  // Optional [batch]: keys j >= kv_lengths[b] are hidden. Each value must lie
+  // in [0, kv_len].
+  const std::int32_t* kv_lengths = nullptr;
+  // Optional additive [q_len, kv_len], row-major, added to the scaled logits,
+  // broadcast over batch and heads; -inf hides the key.
+  const float* bias = nullptr;
+};
+
+// Element strides of a [batch, head, token, head_dim] view; head_dim is
+// contiguous (stride 1). Elements outside the view are never read into a
+// result nor written.
+struct Layout {
+  std::size_t batch, head, token;
+};
+
+// num_kv_heads divides num_heads; query head h reads kv head
+// h / (num_heads / num_kv_heads) (grouped-query and multi-query attention,
+// without copying K or V).
+struct AttentionShape {
+  std::size_t batch, num_heads, num_kv_heads, q_len, kv_len, head_dim;
+};
+
+// out = softmax(scale * q k^T + bias, masked) v per (batch, head).
+//
+// q: [batch, num_heads, q_len, head_dim]; k, v: [batch, num_kv_heads, kv_len,
+// head_dim]; out like q. scale == 0 means 1/sqrt(head_dim).
+// weights (optional out): [batch, num_heads, q_len, kv_len], contiguous; the
+// softmax probabilities, exactly 0 for hidden keys.
+//
+// A query row that sees no key at all (fully masked, kv_len == 0, or a causal
+// row before the first key) gets an output of zeros and weights of zeros.
+// A -inf bias hides a key; +inf or NaN in a logit, and NaN anywhere in q, k or
+// v, propagate to that row's output (unspecified values, memory-safe).
+//
+// Without weights the kernel is fused (online softmax over key blocks): its
+// extra memory is O(threads x tile), never O(q_len x kv_len).
+//
+// Ranges: num_heads, num_kv_heads and head_dim positive; batch, q_len, kv_len
+// may be zero (nothing to do, or zeros for kv_len == 0). Otherwise throws
+// std::invalid_argument naming the parameter, having written nothing.
+// Accuracy: each output within about (head_dim + kv_len) * 2^-23 relative of
+// the exact result for the fp32 inputs (sums of |p v|). Parallel over (batch,
+// kv head, query tile) with oneTBB; bitwise identical whatever the thread
+// count. Outputs must not overlap inputs.
+void attention(const AttentionShape& shape, const float* q, Layout q_layout,
+               const float* k, Layout k_layout, const float* v,
+               Layout v_layout, float* out, Layout out_layout,
+               const AttentionMask& mask = {}, float scale = 0.0f,
+               float* weights = nullptr);
+
+}  // namespace mha
+
+#endif  // MHA_ATTENTION_H_

@@ -1,0 +1,114 @@
+// The multi-head attention layer: project, split into heads, attend,
+// concatenate, project; and its KV cache for incremental decoding.
+#ifndef MHA_LAYER_H_
+#define MHA_LAYER_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <vector>
+
+#include "mha/attention.h"
+
+namespace mha {
+
+// head_dim = d_model / num_heads; kv_dim = num_kv_heads * head_dim.
+struct MultiHeadAttentionConfig {
+  std::size_t d_model = 0;
+  std::size_t num_heads = 0;
+  std::size_t num_kv_heads = 0;  // 0 means num_heads; 1 is multi-query; a
+                                 // divisor of num_heads is grouped-query
+  bool bias = false;             // biases on the four projections
+};
+
+enum class WeightLayout {
+  InOut,  // y = x * W, W stored [in, out]   (the seed documents' convention)
+  OutIn,  // y = x * W^T, W stored [out, in] (PyTorch nn.Linear's convention)
+};
+
+struct MultiHeadAttentionWeights {
+  const float* w_q = nullptr;  // InOut: [d_model, d_model]
+  const float* w_k = nullptr;  // InOut: [d_model, kv_dim]
+  const float* w_v = nullptr;  // InOut: [d_model, kv_dim]
+  const float* w_o = nullptr;  // InOut: [d_model, d_model]
+  const float* b_q = nullptr;  // [d_model]; the four biases are required iff
+  const float* b_k = nullptr;  // [kv_dim]     config.bias, and must be null
+  const float* b_v = nullptr;  // [kv_dim]     otherwise
+  const float* b_o = nullptr;  // [d_model]
+  WeightLayout layout = WeightLayout::InOut;
+};
+
+class KVCache;
+
+// Accuracy: outputs are within about (d_model + kv_len) * 2^-22 relative of a
+// double-precision evaluation on the same fp32 inputs and weights. Rows that
+// see no key output b_o (zeros without bias). NaN/Inf in inputs or weights
+// propagate. Results do not depend on the thread count. Copyable and
+// movable; const members may run concurrently on one object.
+class MultiHeadAttention {
+ public:
+  // Weights start at zero. Throws std::invalid_argument unless d_model and
+  // num_heads are positive, num_heads divides d_model, and num_kv_heads
+  // (when not 0) divides num_heads.
+  explicit MultiHeadAttention(const MultiHeadAttentionConfig& config);
+  // As the seed documents: no biases, random N(0,1) * sqrt(2 / d_model)
+  // weights (init_random(0)).
+  MultiHeadAttention(std::size_t d_model, std::size_t num_heads);
+
+  const MultiHeadAttentionConfig& config() const;  // num_kv_heads resolved
+
+  // Copies the weights (null weight pointers throw). Throws, keeping the old
+  // weights, when a bias is given without config.bias or missing with it.
+  void set_weights(const MultiHeadAttentionWeights& weights);
+  // N(0,1) * sqrt(2 / d_model) weights from a fixed generator seeded by
+  // `seed` (same seed, same weights, on every machine); biases zero.
+  void init_random(std::uint64_t seed);
+
+  // query [batch, q_len, d_model]; key, value [batch, kv_len, d_model];
+  // output [batch, q_len, d_model]; attention_weights, when given, [batch,
+  // num_heads, q_len, kv_len]. Self-attention (the same pointer three times)
+  // is projected with one fused GEMM. Zero batch or q_len does nothing;
+  // kv_len == 0 outputs b_o in every row. The mask is as in mha::attention.
+  void forward(const float* query, const float* key, const float* value,
+               std::size_t batch, std::size_t q_len, std::size_t kv_len,
+               float* output, const AttentionMask& mask = {},
+               float* attention_weights = nullptr) const;
+
+  // One decoder self-attention step: projects x [batch, new_len, d_model] to
+  // K and V, appends them to the cache, and attends causally over all the
+  // cache holds; writes output [batch, new_len, d_model]. Throws (leaving the
+  // cache unchanged) if the cache's config or batch does not match, or if
+  // length() + new_len would exceed capacity(). new_len == 0 changes nothing.
+  // Feeding a sequence in chunks of any sizes gives the outputs of one causal
+  // forward(x, x, x) over the whole sequence, within the accuracy above.
+  void forward_cached(const float* x, std::size_t batch, std::size_t new_len,
+                      KVCache& cache, float* output) const;
+
+ private:
+  MultiHeadAttentionConfig config_;
+  // Projection weights stored [in, out] whatever the given layout: W_q, W_k
+  // and W_v side by side ([d_model, d_model + 2 * kv_dim]) so self-attention
+  // projects with one GEMM, and their biases likewise.
+  std::vector<float> w_qkv_, b_qkv_, w_o_, b_o_;
+};
+
+// Keys and values of past tokens, [batch, max_len, kv_dim] each.
+class KVCache {
+ public:
+  // Room for max_len tokens of each of `batch` sequences, for layers of this
+  // config. Throws std::invalid_argument for an invalid config.
+  KVCache(const MultiHeadAttentionConfig& config, std::size_t batch,
+          std::size_t max_len);
+  std::size_t length() const;    // tokens held per sequence
+  std::size_t capacity() const;  // max_len
+  void clear();
+
+ private:
+  friend class MultiHeadAttention;
+  MultiHeadAttentionConfig config_;  // num_kv_heads resolved
+  std::size_t batch_, capacity_, length_ = 0;
+  std::vector<float> keys_, values_;
+};
+
+}  // namespace mha
+
+#endif  // MHA_LAYER_H_

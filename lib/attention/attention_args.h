@@ -1,0 +1,37 @@
+// The arguments of one attention call, as the kernels of every target take
+// them, and the checks shared by mha::attention and the layer.
+#ifndef MHA_LIB_ATTENTION_ATTENTION_ARGS_H_
+#define MHA_LIB_ATTENTION_ATTENTION_ARGS_H_
+
+#include <cstddef>
+
+#include "mha/attention.h"
+
+namespace mha::detail {
+
+struct AttentionArgs {
+  AttentionShape shape;
+  const float* q;
+  Layout q_layout;
+  const float* k;
+  Layout k_layout;
+  const float* v;
+  Layout v_layout;
+  float* out;
+  Layout out_layout;
+  AttentionMask mask;
+  float scale;      // resolved: never 0
+  float* weights;   // optional [batch, num_heads, q_len, kv_len]
+};
+
+// Throws std::invalid_argument, prefixed with `where`, unless each
+// kv_lengths[b] lies in [0, kv_len].
+void CheckMask(const char* where, const AttentionMask& mask, std::size_t batch,
+               std::size_t kv_len);
+
+// Runs a validated call with work to do on the target of ChosenTargetIndex().
+void RunAttention(std::size_t target_index, const AttentionArgs& args);
+
+}  // namespace mha::detail
+
+#endif  // MHA_LIB_ATTENTION_ATTENTION_ARGS_H_

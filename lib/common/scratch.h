@@ -1,0 +1,21 @@
+// Per-thread scratch memory, reused across calls, so that kernels need
+// O(threads x tile) extra memory and allocate nothing in steady state.
+#ifndef MHA_LIB_COMMON_SCRATCH_H_
+#define MHA_LIB_COMMON_SCRATCH_H_
+
+#include <cstddef>
+
+namespace mha::detail {
+
+// Buffers a leaf task may hold at once; each slot is a distinct buffer.
+enum class ScratchSlot { kPackedA, kScores, kProbabilities, kPackedK,
+                         kPackedV, kAccumulator, kRowState, kCount };
+
+// A 64-byte-aligned buffer of at least `count` floats that belongs to the
+// calling thread and stays valid until the same thread asks for the same slot
+// again. Only leaf tasks (which never wait on other tasks) may use it.
+float* ThreadScratch(ScratchSlot slot, std::size_t count);
+
+}  // namespace mha::detail
+
+#endif  // MHA_LIB_COMMON_SCRATCH_H_

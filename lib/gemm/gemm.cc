@@ -1,0 +1,58 @@
+// mha::sgemm: argument checks, then one dispatch to the chosen target's
+// blocked GEMM (gemm-inl.h), compiled here once per Highway target.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "lib/gemm/gemm.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "hwy/highway.h"
+#include "lib/dispatch/dispatch.h"
+#include "lib/gemm/gemm-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha {
+namespace HWY_NAMESPACE {
+
+void GemmKernel(const detail::GemmArgs& args) {
+  detail::NoteKernelTarget(HWY_TARGET);
+  GemmBlocked(args);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace mha
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "lib/common/check.h"
+#include "mha/gemm.h"
+
+namespace mha {
+HWY_EXPORT(GemmKernel);
+
+namespace detail {
+void RunGemm(std::size_t target_index, const GemmArgs& args) {
+  MHA_CALL_TARGET(target_index, GemmKernel)(args);
+}
+}  // namespace detail
+
+void sgemm(Transpose trans_a, Transpose trans_b, std::size_t m, std::size_t n,
+           std::size_t k, float alpha, const float* a, std::size_t lda,
+           const float* b, std::size_t ldb, float beta, float* c,
+           std::size_t ldc) {
+  constexpr const char* kWhere = "mha::sgemm";
+  if (m == 0 || n == 0) return;
+  const bool ta = trans_a == Transpose::Yes, tb = trans_b == Transpose::Yes;
+  detail::CheckNotNull(kWhere, "c", c);
+  detail::CheckLeadingDim(kWhere, "ldc", ldc, n);
+  if (k > 0) {
+    detail::CheckNotNull(kWhere, "a", a);
+    detail::CheckNotNull(kWhere, "b", b);
+    detail::CheckLeadingDim(kWhere, "lda", lda, ta ? m : k);
+    detail::CheckLeadingDim(kWhere, "ldb", ldb, tb ? k : n);
+  }
+  detail::RunGemm(detail::ChosenTargetIndex(),
+                  {m, n, k, alpha, a, lda, ta, b, ldb, tb, beta, c, ldc});
+}
+
+}  // namespace mha
+#endif  // HWY_ONCE

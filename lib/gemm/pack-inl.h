@@ -1,0 +1,68 @@
+// Packing: copies a block of a matrix into the order the micro-kernel reads,
+// zero-padding ragged edges so that every tile the kernel computes is full.
+//
+// A packed panel of width W holds, for each step p of the depth, W contiguous
+// floats: panel[p * W + c]. A panels have width kTileRows (rows of A), B
+// panels width TileCols() (columns of B).
+
+#if defined(MHA_LIB_GEMM_PACK_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MHA_LIB_GEMM_PACK_INL_H_
+#undef MHA_LIB_GEMM_PACK_INL_H_
+#else
+#define MHA_LIB_GEMM_PACK_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstring>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha {
+namespace HWY_NAMESPACE {
+
+// panel[p * width + c] = src[c * c_stride + p * p_stride] for c < valid,
+// zero for valid <= c < width; p < depth. Serves every transpose case: the
+// strides say how the panel's columns and its depth lie in memory.
+inline void PackPanel(float* HWY_RESTRICT panel, std::size_t width,
+                      const float* HWY_RESTRICT src, std::size_t c_stride,
+                      std::size_t p_stride, std::size_t valid,
+                      std::size_t depth) {
+  for (std::size_t p = 0; p < depth; ++p) {
+    float* HWY_RESTRICT row = panel + p * width;
+    const float* HWY_RESTRICT from = src + p * p_stride;
+    if (c_stride == 1) {
+      std::memcpy(row, from, valid * sizeof(float));
+    } else {
+      for (std::size_t c = 0; c < valid; ++c) row[c] = from[c * c_stride];
+    }
+    for (std::size_t c = valid; c < width; ++c) row[c] = 0.0f;
+  }
+}
+
+// Packs rows given by pointers (rows[r] + col0 .. + depth) into panels of
+// kTileRows rows; rows past `valid_rows` are zero. Used where the rows of an
+// operand are not evenly strided (query rows of a head group).
+inline void PackRowPanels(float* HWY_RESTRICT panels, std::size_t panel_rows,
+                          const float* const* rows, std::size_t valid_rows,
+                          std::size_t col0, std::size_t depth) {
+  const std::size_t padded_rows =
+      (valid_rows + panel_rows - 1) / panel_rows * panel_rows;
+  for (std::size_t r0 = 0; r0 < padded_rows; r0 += panel_rows) {
+    float* HWY_RESTRICT panel = panels + r0 * depth;
+    for (std::size_t r = 0; r < panel_rows; ++r) {
+      if (r0 + r < valid_rows) {
+        const float* HWY_RESTRICT from = rows[r0 + r] + col0;
+        for (std::size_t p = 0; p < depth; ++p) panel[p * panel_rows + r] = from[p];
+      } else {
+        for (std::size_t p = 0; p < depth; ++p) panel[p * panel_rows + r] = 0.0f;
+      }
+    }
+  }
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace mha
+HWY_AFTER_NAMESPACE();
+
+#endif  // MHA_LIB_GEMM_PACK_INL_H_

@@ -1,0 +1,168 @@
+// MultiHeadAttention::forward and forward_cached: project, attend with heads
+// as strided views of the projections (no copies, no transposes), project.
+// The target is chosen once per call and every kernel below runs on it.
+
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "lib/attention/attention_args.h"
+#include "lib/common/check.h"
+#include "lib/dispatch/dispatch.h"
+#include "lib/gemm/gemm_args.h"
+#include "lib/layer/config.h"
+#include "mha/layer.h"
+
+namespace mha {
+namespace {
+
+// A row-major matrix of projections: row t of sequence b at data + (b *
+// rows_per_batch + t) * ld.
+struct Projected {
+  const float* data;
+  std::size_t ld, rows_per_batch;
+
+  // Its [batch, head, token, head_dim] view: head h is columns [h *
+  // head_dim, (h + 1) * head_dim) of data.
+  Layout Heads(std::size_t head_dim) const {
+    return {rows_per_batch * ld, head_dim, ld};
+  }
+};
+
+// out[rows, cols] (row stride ldo) = x[rows, in] * w[:, col0 : col0 + cols]
+// + bias[col0 : col0 + cols], w being row-major with row stride ldw.
+void Project(std::size_t target, const float* x, std::size_t rows,
+             std::size_t in, const float* w, std::size_t ldw, const float* bias,
+             std::size_t cols, float* out, std::size_t ldo) {
+  detail::RunGemm(target, {rows, cols, in, 1.0f, x, in, false, w, ldw, false,
+                           0.0f, out, ldo, bias});
+}
+
+}  // namespace
+
+void MultiHeadAttention::forward(const float* query, const float* key,
+                                 const float* value, std::size_t batch,
+                                 std::size_t q_len, std::size_t kv_len,
+                                 float* output, const AttentionMask& mask,
+                                 float* attention_weights) const {
+  constexpr const char* kWhere = "mha::MultiHeadAttention::forward";
+  if (batch == 0 || q_len == 0) return;
+  detail::CheckNotNull(kWhere, "query", query);
+  detail::CheckNotNull(kWhere, "output", output);
+  if (kv_len > 0) {
+    detail::CheckNotNull(kWhere, "key", key);
+    detail::CheckNotNull(kWhere, "value", value);
+  }
+  detail::CheckMask(kWhere, mask, batch, kv_len);
+  const std::size_t target = detail::ChosenTargetIndex();
+
+  const std::size_t d = config_.d_model, kv = detail::KvDim(config_);
+  const std::size_t wide = detail::QkvWidth(config_), hd = detail::HeadDim(config_);
+  const float* bias = config_.bias ? b_qkv_.data() : nullptr;
+  auto column_bias = [bias](std::size_t col0) { return bias ? bias + col0 : nullptr; };
+  const std::size_t q_rows = batch * q_len, kv_rows = batch * kv_len;
+
+  std::vector<float> q_proj, kv_proj, v_proj;
+  Projected q{}, k{}, v{};
+  if (query == key && key == value && q_len == kv_len) {
+    // Self-attention: Q, K and V in one GEMM against the fused weights.
+    q_proj.resize(q_rows * wide);
+    Project(target, query, q_rows, d, w_qkv_.data(), wide, bias, wide,
+            q_proj.data(), wide);
+    q = {q_proj.data(), wide, q_len};
+    k = {q_proj.data() + d, wide, kv_len};
+    v = {q_proj.data() + d + kv, wide, kv_len};
+  } else {
+    q_proj.resize(q_rows * d);
+    Project(target, query, q_rows, d, w_qkv_.data(), wide, bias, d,
+            q_proj.data(), d);
+    q = {q_proj.data(), d, q_len};
+    if (key == value) {  // K and V in one GEMM
+      kv_proj.resize(kv_rows * 2 * kv);
+      Project(target, key, kv_rows, d, w_qkv_.data() + d, wide, column_bias(d),
+              2 * kv, kv_proj.data(), 2 * kv);
+      k = {kv_proj.data(), 2 * kv, kv_len};
+      v = {kv_proj.data() + kv, 2 * kv, kv_len};
+    } else {
+      kv_proj.resize(kv_rows * kv);
+      v_proj.resize(kv_rows * kv);
+      Project(target, key, kv_rows, d, w_qkv_.data() + d, wide, column_bias(d),
+              kv, kv_proj.data(), kv);
+      Project(target, value, kv_rows, d, w_qkv_.data() + d + kv, wide,
+              column_bias(d + kv), kv, v_proj.data(), kv);
+      k = {kv_proj.data(), kv, kv_len};
+      v = {v_proj.data(), kv, kv_len};
+    }
+  }
+
+  std::vector<float> context(q_rows * d);
+  const Projected ctx{context.data(), d, q_len};
+  detail::RunAttention(
+      target, {{batch, config_.num_heads, config_.num_kv_heads, q_len, kv_len, hd},
+               q.data, q.Heads(hd), k.data, k.Heads(hd), v.data,
+               v.Heads(hd), context.data(), ctx.Heads(hd), mask,
+               1.0f / std::sqrt(static_cast<float>(hd)), attention_weights});
+  Project(target, context.data(), q_rows, d, w_o_.data(), d,
+          config_.bias ? b_o_.data() : nullptr, d, output, d);
+}
+
+void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
+                                        std::size_t new_len, KVCache& cache,
+                                        float* output) const {
+  constexpr const char* kWhere = "mha::MultiHeadAttention::forward_cached";
+  if (batch == 0 || new_len == 0) return;
+  detail::CheckNotNull(kWhere, "x", x);
+  detail::CheckNotNull(kWhere, "output", output);
+  const MultiHeadAttentionConfig& c = cache.config_;
+  if (c.d_model != config_.d_model || c.num_heads != config_.num_heads ||
+      c.num_kv_heads != config_.num_kv_heads) {
+    detail::Fail(kWhere, ": the cache's config (d_model ", c.d_model,
+                 ", num_heads ", c.num_heads, ", num_kv_heads ", c.num_kv_heads,
+                 ") does not match the layer's (d_model ", config_.d_model,
+                 ", num_heads ", config_.num_heads, ", num_kv_heads ",
+                 config_.num_kv_heads, ")");
+  }
+  if (cache.batch_ != batch) {
+    detail::Fail(kWhere, ": batch (", batch, ") does not match the cache's (",
+                 cache.batch_, ")");
+  }
+  if (new_len > cache.capacity_ - cache.length_) {
+    detail::Fail(kWhere, ": new_len (", new_len, ") exceeds the cache's room (",
+                 cache.capacity_ - cache.length_, " of capacity ",
+                 cache.capacity_, ")");
+  }
+  const std::size_t target = detail::ChosenTargetIndex();
+
+  const std::size_t d = config_.d_model, kv = detail::KvDim(config_);
+  const std::size_t wide = detail::QkvWidth(config_), hd = detail::HeadDim(config_);
+  const std::size_t rows = batch * new_len, past = cache.length_;
+  std::vector<float> qkv(rows * wide);
+  Project(target, x, rows, d, w_qkv_.data(), wide,
+          config_.bias ? b_qkv_.data() : nullptr, wide, qkv.data(), wide);
+  for (std::size_t b = 0; b < batch; ++b) {
+    for (std::size_t t = 0; t < new_len; ++t) {
+      const float* row = qkv.data() + (b * new_len + t) * wide;
+      const std::size_t slot = (b * cache.capacity_ + past + t) * kv;
+      std::memcpy(cache.keys_.data() + slot, row + d, kv * sizeof(float));
+      std::memcpy(cache.values_.data() + slot, row + d + kv, kv * sizeof(float));
+    }
+  }
+  cache.length_ = past + new_len;
+
+  std::vector<float> context(rows * d);
+  const Projected q{qkv.data(), wide, new_len}, ctx{context.data(), d, new_len};
+  const Projected keys{cache.keys_.data(), kv, cache.capacity_};
+  const Projected values{cache.values_.data(), kv, cache.capacity_};
+  AttentionMask causal;
+  causal.causal = true;
+  detail::RunAttention(
+      target,
+      {{batch, config_.num_heads, config_.num_kv_heads, new_len, cache.length_, hd},
+       q.data, q.Heads(hd), keys.data, keys.Heads(hd), values.data,
+       values.Heads(hd), context.data(), ctx.Heads(hd), causal,
+       1.0f / std::sqrt(static_cast<float>(hd)), nullptr});
+  Project(target, context.data(), rows, d, w_o_.data(), d,
+          config_.bias ? b_o_.data() : nullptr, d, output, d);
+}
+
+}  // namespace mha

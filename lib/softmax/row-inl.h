@@ -1,0 +1,122 @@
+// Vectorized row primitives of a numerically stable softmax, shared by
+// mha::softmax and the attention kernels: the row maximum, the shifted
+// exponentials with their sum, and the final scaling. Ragged tails go through
+// a one-vector buffer, so no call reads or writes past the row.
+
+#if defined(MHA_LIB_SOFTMAX_ROW_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MHA_LIB_SOFTMAX_ROW_INL_H_
+#undef MHA_LIB_SOFTMAX_ROW_INL_H_
+#else
+#define MHA_LIB_SOFTMAX_ROW_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstring>
+#include <limits>
+
+#include "hwy/contrib/math/math-inl.h"
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using RowTag = hn::ScalableTag<float>;
+using RowVec = hn::Vec<RowTag>;
+
+// The last `count` (< one vector) elements of a row, padded with `fill`.
+struct RowTail {
+  HWY_ALIGN float lanes[hn::MaxLanes(RowTag())];
+
+  RowVec Load(const float* from, std::size_t count, float fill) {
+    const RowTag d;
+    for (std::size_t i = 0; i < hn::Lanes(d); ++i) lanes[i] = fill;
+    std::memcpy(lanes, from, count * sizeof(float));
+    return hn::Load(d, lanes);
+  }
+  void Store(RowVec v, float* to, std::size_t count) {
+    hn::Store(v, RowTag(), lanes);
+    std::memcpy(to, lanes, count * sizeof(float));
+  }
+};
+
+constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+
+// max over c < n of scale * x[c]; -inf when n == 0 or every entry is -inf.
+inline float ScaledRowMax(const float* HWY_RESTRICT x, std::size_t n,
+                          float scale) {
+  const RowTag d;
+  const std::size_t lanes = hn::Lanes(d);
+  const RowVec s = hn::Set(d, scale);
+  RowVec max = hn::Set(d, kNegInf);
+  std::size_t c = 0;
+  for (; c + lanes <= n; c += lanes) {
+    max = hn::Max(max, hn::Mul(s, hn::LoadU(d, x + c)));
+  }
+  if (c < n) {
+    RowTail tail;
+    // Pad with -inf after scaling, so that a negative scale cannot flip it.
+    const RowVec scaled = hn::Mul(s, tail.Load(x + c, n - c, 0.0f));
+    const RowVec valid = hn::IfThenElse(hn::FirstN(d, n - c), scaled,
+                                        hn::Set(d, kNegInf));
+    max = hn::Max(max, valid);
+  }
+  return hn::GetLane(hn::MaxOfLanes(d, max));
+}
+
+// y[c] = exp(scale * x[c] - shift) for c < n; returns the sum of the y[c]
+// (accumulated per lane, then across lanes: a fixed order). -inf gives 0.
+// x and y may be the same row.
+inline float ExpShiftedRow(const float* x, float* y, std::size_t n,
+                           float scale, float shift) {
+  const RowTag d;
+  const std::size_t lanes = hn::Lanes(d);
+  const RowVec s = hn::Set(d, scale), m = hn::Set(d, shift);
+  RowVec sum = hn::Zero(d);
+  std::size_t c = 0;
+  for (; c + lanes <= n; c += lanes) {
+    const RowVec e = hn::Exp(d, hn::MulSub(s, hn::LoadU(d, x + c), m));
+    sum = hn::Add(sum, e);
+    hn::StoreU(e, d, y + c);
+  }
+  if (c < n) {
+    RowTail tail;
+    const RowVec e = hn::Exp(d, hn::MulSub(s, tail.Load(x + c, n - c, 0.0f), m));
+    const RowVec valid = hn::IfThenElseZero(hn::FirstN(d, n - c), e);
+    sum = hn::Add(sum, valid);
+    tail.Store(valid, y + c, n - c);
+  }
+  return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
+// y[c] *= factor for c < n.
+inline void ScaleRow(float* HWY_RESTRICT y, std::size_t n, float factor) {
+  const RowTag d;
+  const std::size_t lanes = hn::Lanes(d);
+  const RowVec f = hn::Set(d, factor);
+  std::size_t c = 0;
+  for (; c + lanes <= n; c += lanes) hn::StoreU(hn::Mul(f, hn::LoadU(d, y + c)), d, y + c);
+  if (c < n) {
+    RowTail tail;
+    tail.Store(hn::Mul(f, tail.Load(y + c, n - c, 0.0f)), y + c, n - c);
+  }
+}
+
+// The softmax of one row of scale * x into y (which may be x). A row whose
+// maximum is -inf (all entries -inf, or n == 0) sees nothing: all zeros.
+inline void SoftmaxRow(const float* x, float* y, std::size_t n, float scale) {
+  const float max = ScaledRowMax(x, n, scale);
+  if (max == kNegInf) {
+    std::memset(y, 0, n * sizeof(float));
+    return;
+  }
+  const float sum = ExpShiftedRow(x, y, n, scale, max);
+  ScaleRow(y, n, 1.0f / sum);
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace mha
+HWY_AFTER_NAMESPACE();
+
+#endif  // MHA_LIB_SOFTMAX_ROW_INL_H_

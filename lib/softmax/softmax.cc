@@ -1,0 +1,63 @@
+// mha::softmax: argument checks, then one dispatch to the chosen target's
+// row kernel (row-inl.h), rows in parallel.
+
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "lib/softmax/softmax.cc"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include <tbb/blocked_range.h>
+#include <tbb/parallel_for.h>
+
+#include <algorithm>
+#include <cstddef>
+
+#include "hwy/highway.h"
+#include "lib/dispatch/dispatch.h"
+#include "lib/softmax/row-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha {
+namespace HWY_NAMESPACE {
+
+void SoftmaxKernel(const float* x, std::size_t ldx, float* y, std::size_t ldy,
+                   std::size_t rows, std::size_t cols, float scale) {
+  detail::NoteKernelTarget(HWY_TARGET);
+  // Rows of a few thousand elements per task amortize the scheduling.
+  const std::size_t grain = std::max<std::size_t>(1, 4096 / cols);
+  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rows, grain),
+                    [&](const tbb::blocked_range<std::size_t>& range) {
+                      for (std::size_t r = range.begin(); r < range.end(); ++r) {
+                        SoftmaxRow(x + r * ldx, y + r * ldy, cols, scale);
+                      }
+                    });
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace mha
+HWY_AFTER_NAMESPACE();
+
+#if HWY_ONCE
+#include "lib/common/check.h"
+#include "mha/softmax.h"
+
+namespace mha {
+HWY_EXPORT(SoftmaxKernel);
+
+void softmax(const float* x, std::size_t ldx, float* y, std::size_t ldy,
+             std::size_t rows, std::size_t cols, float scale) {
+  constexpr const char* kWhere = "mha::softmax";
+  if (rows == 0 || cols == 0) return;
+  detail::CheckNotNull(kWhere, "x", x);
+  detail::CheckNotNull(kWhere, "y", y);
+  detail::CheckLeadingDim(kWhere, "ldx", ldx, cols);
+  detail::CheckLeadingDim(kWhere, "ldy", ldy, cols);
+  if (x == y && ldx != ldy) {
+    detail::Fail(kWhere, ": in place (y == x) needs ldy (", ldy,
+                 ") equal to ldx (", ldx, ")");
+  }
+  MHA_CALL_TARGET(detail::ChosenTargetIndex(), SoftmaxKernel)
+  (x, ldx, y, ldy, rows, cols, scale);
+}
+
+}  // namespace mha
+#endif  // HWY_ONCE

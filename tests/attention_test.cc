@@ -1,0 +1,190 @@
+// attention against the double reference on every target: shapes with
+// ragged head_dim, GQA/MQA, q_len != kv_len, every mask and combination,
+// fully masked rows, returned weights, strided views with gaps, errors.
+#include <cmath>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "reference.h"
+#include "test_util.h"
+
+namespace mha_test {
+namespace {
+
+// A [batch, heads, tokens, head_dim] view with gaps (NaN) after every row,
+// head and batch, so reading or writing outside the view is caught.
+struct StridedTensor {
+  mha::Layout layout;
+  std::vector<float> data;
+
+  StridedTensor(std::size_t batch, std::size_t heads, std::size_t tokens,
+                std::size_t head_dim, std::uint32_t seed) {
+    layout.token = head_dim + 3;
+    layout.head = tokens * layout.token + 5;
+    layout.batch = heads * layout.head + 7;
+    data.assign(batch * layout.batch + 1, kNaN);
+    const std::vector<float> values = RandomVector(batch * heads * tokens * head_dim, seed);
+    std::size_t next = 0;
+    ForEach(batch, heads, tokens, head_dim, [&](std::size_t at) { data[at] = values[next++]; });
+  }
+  template <class F>
+  void ForEach(std::size_t batch, std::size_t heads, std::size_t tokens,
+               std::size_t head_dim, F&& f) const {
+    for (std::size_t b = 0; b < batch; ++b)
+      for (std::size_t h = 0; h < heads; ++h)
+        for (std::size_t t = 0; t < tokens; ++t)
+          for (std::size_t c = 0; c < head_dim; ++c)
+            f(b * layout.batch + h * layout.head + t * layout.token + c);
+  }
+};
+
+enum MaskKind { kNone = 0, kCausal = 1, kLengths = 2, kBias = 4 };
+
+class AttentionTest : public PerTarget {
+ protected:
+  // Runs one problem and compares output (and weights) with the reference.
+  void Check(const mha::AttentionShape& s, int masks, bool with_weights,
+             float scale = 0.0f) {
+    StridedTensor q(s.batch, s.num_heads, s.q_len, s.head_dim, 21);
+    StridedTensor k(s.batch, s.num_kv_heads, s.kv_len, s.head_dim, 22);
+    StridedTensor v(s.batch, s.num_kv_heads, s.kv_len, s.head_dim, 23);
+    StridedTensor out(s.batch, s.num_heads, s.q_len, s.head_dim, 24);
+    std::fill(out.data.begin(), out.data.end(), kNaN);
+    std::vector<std::int32_t> lengths(s.batch);
+    for (std::size_t b = 0; b < s.batch; ++b) {
+      lengths[b] = static_cast<std::int32_t>((s.kv_len * (b + 1)) / (s.batch + 1));
+    }
+    std::vector<float> bias = RandomVector(s.q_len * s.kv_len, 25, -2, 2);
+    for (std::size_t i = 0; i < bias.size(); i += 7) bias[i] = -kInf;
+    mha::AttentionMask mask;
+    mask.causal = masks & kCausal;
+    if (masks & kLengths) mask.kv_lengths = lengths.data();
+    if (masks & kBias) mask.bias = bias.data();
+    std::vector<float> weights(with_weights ? s.batch * s.num_heads * s.q_len * s.kv_len : 0, kNaN);
+
+    mha::attention(s, q.data.data(), q.layout, k.data.data(), k.layout, v.data.data(),
+                   v.layout, out.data.data(), out.layout, mask, scale,
+                   with_weights ? weights.data() : nullptr);
+    ExpectRanOnTarget();
+
+    const double used_scale = scale != 0.0f ? scale : 1.0 / std::sqrt(double(s.head_dim));
+    const ReferenceAttentionResult want =
+        ReferenceAttention(s, q.data.data(), q.layout, k.data.data(), k.layout,
+                           v.data.data(), v.layout, mask, used_scale);
+    std::vector<float> got;
+    std::vector<bool> in_view(out.data.size(), false);
+    out.ForEach(s.batch, s.num_heads, s.q_len, s.head_dim, [&](std::size_t at) {
+      got.push_back(out.data[at]);
+      in_view[at] = true;
+    });
+    for (std::size_t i = 0; i < out.data.size(); ++i) {
+      if (!in_view[i]) ASSERT_TRUE(std::isnan(out.data[i])) << "wrote outside the view";
+    }
+    const std::string what = Describe(s, masks, with_weights);
+    const double tolerance = (s.head_dim + 64) * 0x1.0p-22;
+    EXPECT_LE(RelativeError("attention", got.data(), want.out.data(), got.size()), tolerance)
+        << what;
+    for (std::size_t i = 0; i < got.size(); ++i) {
+      if (want.out[i] == 0.0) ASSERT_EQ(got[i], 0.0f) << "row with no key not zero; " << what;
+    }
+    if (!with_weights) return;
+    EXPECT_LE(RelativeError("attention weights", weights.data(), want.weights.data(),
+                            weights.size(), 1.0),
+              tolerance)
+        << what;
+    for (std::size_t i = 0; i < weights.size(); ++i) {
+      if (want.weights[i] == 0.0) ASSERT_EQ(weights[i], 0.0f) << "hidden key weight; " << what;
+    }
+  }
+
+  static std::string Describe(const mha::AttentionShape& s, int masks, bool w) {
+    return "shape {" + std::to_string(s.batch) + "," + std::to_string(s.num_heads) + "," +
+           std::to_string(s.num_kv_heads) + "," + std::to_string(s.q_len) + "," +
+           std::to_string(s.kv_len) + "," + std::to_string(s.head_dim) + "} masks " +
+           std::to_string(masks) + (w ? " with weights" : " fused");
+  }
+};
+
+TEST_P(AttentionTest, ShapesMasksAndWeights) {
+  const mha::AttentionShape shapes[] = {
+      {1, 1, 1, 1, 1, 1},     {2, 4, 4, 10, 10, 64},  {1, 8, 2, 7, 300, 15},
+      {2, 4, 1, 13, 517, 128}, {1, 2, 2, 50, 3, 64},  {1, 3, 3, 1, 1000, 64},
+      {3, 6, 3, 33, 33, 16},  {1, 16, 1, 2, 40, 32},
+  };
+  for (const mha::AttentionShape& s : shapes) {
+    for (int masks : {int{kNone}, int{kCausal}, int{kLengths}, int{kBias},
+                      kCausal | kLengths | kBias}) {
+      Check(s, masks, false);
+      Check(s, masks, true);
+    }
+  }
+}
+
+TEST_P(AttentionTest, CustomScaleAndLargeLogits) {
+  Check({2, 2, 2, 9, 70, 32}, kNone, false, 0.5f);
+  Check({2, 2, 2, 9, 70, 32}, kCausal, true, 300.0f);  // logits in the hundreds
+}
+
+TEST_P(AttentionTest, RowsThatSeeNoKeyAreZero) {
+  // Causal with q_len > kv_len: the first q_len - kv_len rows see nothing;
+  // kv_lengths of 0 hides a whole sequence; Check asserts exact zeros.
+  Check({2, 2, 1, 9, 4, 8}, kCausal | kLengths, true);
+  Check({2, 2, 1, 9, 4, 8}, kCausal | kLengths, false);
+  // kv_len == 0: every row sees nothing; k and v may be null.
+  const mha::AttentionShape s{1, 2, 2, 3, 0, 4};
+  std::vector<float> q(24, 1.0f), out(24, kNaN);
+  const mha::Layout l{12, 12, 4};  // not a real view of q: heads share rows
+  mha::attention(s, q.data(), {24, 12, 4}, nullptr, l, nullptr, l, out.data(), {24, 12, 4});
+  for (float x : out) EXPECT_EQ(x, 0.0f);
+}
+
+TEST_P(AttentionTest, EmptyBatchOrQueriesDoNothing) {
+  EXPECT_NO_THROW(mha::attention({0, 0, 0, 5, 5, 0}, nullptr, {}, nullptr, {}, nullptr, {},
+                                 nullptr, {}));
+  EXPECT_NO_THROW(mha::attention({2, 0, 0, 0, 5, 0}, nullptr, {}, nullptr, {}, nullptr, {},
+                                 nullptr, {}));
+}
+
+MHA_INSTANTIATE_PER_TARGET(AttentionTest);
+
+TEST(AttentionErrors, BadArgumentsThrowAndWriteNothing) {
+  const mha::AttentionShape good{2, 4, 2, 3, 5, 8};
+  const std::vector<float> data(2 * 4 * 5 * 8, 0.5f);
+  std::vector<float> out(2 * 4 * 3 * 8, 7.0f), weights(2 * 4 * 3 * 5, 7.0f);
+  const mha::Layout q_l{4 * 3 * 8, 3 * 8, 8}, kv_l{2 * 5 * 8, 5 * 8, 8};
+  const std::int32_t bad_lengths[][2] = {{5, 6}, {-1, 2}};
+  auto expect_throw = [&](const std::string& name, mha::AttentionShape s,
+                          const float* q, const float* k, const float* v, float* o,
+                          const std::int32_t* lengths) {
+    mha::AttentionMask mask;
+    mask.kv_lengths = lengths;
+    try {
+      mha::attention(s, q, q_l, k, kv_l, v, kv_l, o, q_l, mask, 0.0f, weights.data());
+      ADD_FAILURE() << "no exception for " << name;
+    } catch (const std::invalid_argument& e) {
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+    }
+    for (float x : out) ASSERT_EQ(x, 7.0f);
+    for (float x : weights) ASSERT_EQ(x, 7.0f);
+  };
+  const float* d = data.data();
+  auto with = [good](auto field, std::size_t value) {
+    mha::AttentionShape s = good;
+    s.*field = value;
+    return s;
+  };
+  expect_throw("num_heads (0)", with(&mha::AttentionShape::num_heads, 0), d, d, d, out.data(), nullptr);
+  expect_throw("num_kv_heads (0)", with(&mha::AttentionShape::num_kv_heads, 0), d, d, d, out.data(), nullptr);
+  expect_throw("head_dim (0)", with(&mha::AttentionShape::head_dim, 0), d, d, d, out.data(), nullptr);
+  expect_throw("num_kv_heads (3) must divide", with(&mha::AttentionShape::num_kv_heads, 3), d, d, d, out.data(), nullptr);
+  expect_throw("q must not be null", good, nullptr, d, d, out.data(), nullptr);
+  expect_throw("k must not be null", good, d, nullptr, d, out.data(), nullptr);
+  expect_throw("v must not be null", good, d, d, nullptr, out.data(), nullptr);
+  expect_throw("out must not be null", good, d, d, d, nullptr, nullptr);
+  expect_throw("kv_lengths[1] (6)", good, d, d, d, out.data(), bad_lengths[0]);
+  expect_throw("kv_lengths[0] (-1)", good, d, d, d, out.data(), bad_lengths[1]);
+}
+
+}  // namespace
+}  // namespace mha_test

@@ -1,0 +1,70 @@
+// Every call gives bitwise-identical results on 1 thread and on 2, on every
+// target: no reduction depends on how the work is split.
+#include <vector>
+
+#include "test_util.h"
+
+namespace mha_test {
+namespace {
+
+class DeterminismTest : public PerTarget {
+ protected:
+  // Runs `call(output)` in arenas of 1 and 2 threads and compares.
+  template <class Call>
+  void ExpectSameOnOneAndTwoThreads(std::size_t size, Call&& call) {
+    std::vector<float> one(size, 0.0f), two(size, 0.0f);
+    InArena(1, [&] { call(one.data()); });
+    InArena(2, [&] { call(two.data()); });
+    ExpectBitwiseEqual(one, two);
+  }
+};
+
+TEST_P(DeterminismTest, Sgemm) {
+  const std::size_t m = 333, n = 301, k = 517;
+  const std::vector<float> a = RandomVector(m * k, 1), b = RandomVector(k * n, 2);
+  ExpectSameOnOneAndTwoThreads(m * n, [&](float* c) {
+    mha::sgemm(mha::Transpose::No, mha::Transpose::Yes, m, n, k, 1.0f, a.data(), k,
+               b.data(), k, 0.0f, c, n);
+  });
+}
+
+TEST_P(DeterminismTest, Softmax) {
+  const std::vector<float> x = RandomVector(300 * 999, 3, -10, 10);
+  ExpectSameOnOneAndTwoThreads(x.size(), [&](float* y) {
+    mha::softmax(x.data(), 999, y, 999, 300, 999, 0.3f);
+  });
+}
+
+TEST_P(DeterminismTest, AttentionFusedAndWithWeights) {
+  const mha::AttentionShape s{2, 8, 2, 67, 301, 64};
+  const std::vector<float> q = RandomVector(2 * 8 * 67 * 64, 4);
+  const std::vector<float> kv = RandomVector(2 * 2 * 301 * 64, 5);
+  const mha::Layout ql{8 * 67 * 64, 67 * 64, 64}, kvl{2 * 301 * 64, 301 * 64, 64};
+  mha::AttentionMask mask;
+  mask.causal = true;
+  ExpectSameOnOneAndTwoThreads(q.size(), [&](float* out) {
+    mha::attention(s, q.data(), ql, kv.data(), kvl, kv.data(), kvl, out, ql, mask);
+  });
+  std::vector<float> weights(2 * 8 * 67 * 301);
+  ExpectSameOnOneAndTwoThreads(q.size(), [&](float* out) {
+    mha::attention(s, q.data(), ql, kv.data(), kvl, kv.data(), kvl, out, ql, mask, 0.0f,
+                   weights.data());
+  });
+}
+
+TEST_P(DeterminismTest, ForwardAndForwardCached) {
+  const mha::MultiHeadAttention layer(256, 4);
+  const std::vector<float> x = RandomVector(2 * 50 * 256, 6);
+  ExpectSameOnOneAndTwoThreads(x.size(), [&](float* out) {
+    layer.forward(x.data(), x.data(), x.data(), 2, 50, 50, out);
+  });
+  ExpectSameOnOneAndTwoThreads(x.size(), [&](float* out) {
+    mha::KVCache cache(layer.config(), 2, 50);
+    layer.forward_cached(x.data(), 2, 50, cache, out);
+  });
+}
+
+MHA_INSTANTIATE_PER_TARGET(DeterminismTest);
+
+}  // namespace
+}  // namespace mha_test

@@ -1,0 +1,68 @@
+// Shared test helpers: random data, a fixture that runs each test once per
+// supported target, bitwise and tolerance comparisons that remember the worst
+// error seen per kernel (printed at the end of the run).
+#ifndef MHA_TESTS_TEST_UTIL_H_
+#define MHA_TESTS_TEST_UTIL_H_
+
+#include <gtest/gtest.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mha/mha.h"
+
+namespace mha_test {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// `count` floats uniform in [lo, hi), from a fixed seed.
+std::vector<float> RandomVector(std::size_t count, std::uint32_t seed,
+                                float lo = -1.0f, float hi = 1.0f);
+
+// Normwise error of `got` against `want`: max |got - want| / max(max|want|,
+// floor). Records it as the worst for `kernel` if it is, and returns it.
+double RelativeError(const std::string& kernel, const float* got,
+                     const double* want, std::size_t count, double floor = 1e-3);
+
+// Checks got == want bit for bit.
+void ExpectBitwiseEqual(const std::vector<float>& got,
+                        const std::vector<float>& want);
+
+// Runs `body` inside a task_arena of `threads` threads.
+template <class Body>
+void InArena(int threads, Body&& body);
+
+// A test run once per target in mha::supported_targets(), with that target
+// forced; checks that the kernels really ran on it.
+class PerTarget : public ::testing::TestWithParam<std::string> {
+ protected:
+  void SetUp() override { mha::set_target(GetParam()); }
+  void TearDown() override { mha::set_target(""); }
+  void ExpectRanOnTarget() const {
+    EXPECT_EQ(mha::last_kernel_target(), GetParam());
+  }
+};
+
+std::string TargetTestName(const ::testing::TestParamInfo<std::string>& info);
+
+}  // namespace mha_test
+
+#define MHA_INSTANTIATE_PER_TARGET(suite)                                \
+  INSTANTIATE_TEST_SUITE_P(Targets, suite,                               \
+                           ::testing::ValuesIn(mha::supported_targets()), \
+                           ::mha_test::TargetTestName)
+
+#include <tbb/task_arena.h>
+
+template <class Body>
+void mha_test::InArena(int threads, Body&& body) {
+  tbb::task_arena arena(threads);
+  arena.execute(body);
+}
+
+#endif  // MHA_TESTS_TEST_UTIL_H_
