@@ -1,0 +1,131 @@
+// Attention: the fused kernel, the same call returning weights, and an
+// unfused composition (GEMM, softmax, GEMM per head) built from our own
+// public kernels and, when found, OpenBLAS: the way BLAS-based attention
+// runs. All in one run, so the ratios compare like with like.
+#include <tbb/parallel_for.h>
+
+#include <cmath>
+
+#include "bench_util.h"
+
+#ifdef MHA_HAVE_OPENBLAS
+#include <cblas.h>
+#include <tbb/task_arena.h>
+#endif
+
+namespace mha_bench {
+namespace {
+
+// args: batch, heads, kv_heads, q_len, kv_len, head_dim, causal
+void Shapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"b", "h", "kvh", "q", "kv", "d", "causal"});
+  b->Args({2, 8, 8, 10, 10, 64, 0});         // the seed's shape
+  b->Args({1, 25, 25, 1024, 1024, 64, 0});   // PyTorch flash-attention RFC shape
+  b->Args({1, 25, 25, 1024, 1024, 64, 1});
+  b->Args({4, 16, 16, 512, 512, 64, 1});     // batched causal prefill
+  b->Args({1, 32, 8, 1, 4096, 128, 0});      // GQA decode, long context
+  b->Args({8, 32, 32, 1, 2048, 128, 0});     // batched decode
+}
+
+struct Problem {
+  mha::AttentionShape shape;
+  mha::AttentionMask mask;
+  std::vector<float> q, k, v, out;
+  mha::Layout q_layout, kv_layout;
+
+  explicit Problem(const benchmark::State& state)
+      : shape{std::size_t(state.range(0)), std::size_t(state.range(1)),
+              std::size_t(state.range(2)), std::size_t(state.range(3)),
+              std::size_t(state.range(4)), std::size_t(state.range(5))} {
+    const auto& s = shape;
+    mask.causal = state.range(6) != 0;
+    q = RandomVector(s.batch * s.num_heads * s.q_len * s.head_dim, 1);
+    k = RandomVector(s.batch * s.num_kv_heads * s.kv_len * s.head_dim, 2);
+    v = RandomVector(k.size(), 3);
+    out.resize(q.size());
+    q_layout = {s.num_heads * s.q_len * s.head_dim, s.q_len * s.head_dim, s.head_dim};
+    kv_layout = {s.num_kv_heads * s.kv_len * s.head_dim, s.kv_len * s.head_dim, s.head_dim};
+  }
+  double Flops() const {
+    return 4.0 * shape.batch * shape.num_heads * shape.head_dim *
+           VisiblePairs(shape.q_len, shape.kv_len, mask.causal);
+  }
+  // K and V read once, Q read and out written once.
+  double Bytes() const { return 4.0 * (2 * q.size() + 2 * k.size()); }
+  void Run(float* weights = nullptr) {
+    mha::attention(shape, q.data(), q_layout, k.data(), kv_layout, v.data(), kv_layout,
+                   out.data(), q_layout, mask, 0.0f, weights);
+  }
+};
+
+void BM_AttentionFused(benchmark::State& state) {
+  Problem p(state);
+  for (auto _ : state) p.Run();
+  Report(state, p.Flops(), p.Bytes());
+}
+BENCHMARK(BM_AttentionFused)->Apply(Shapes)->UseRealTime();
+
+void BM_AttentionWithWeights(benchmark::State& state) {
+  Problem p(state);
+  std::vector<float> weights(p.shape.batch * p.shape.num_heads * p.shape.q_len * p.shape.kv_len);
+  for (auto _ : state) p.Run(weights.data());
+  Report(state, p.Flops(), p.Bytes() + 4.0 * weights.size());
+}
+BENCHMARK(BM_AttentionWithWeights)->Apply(Shapes)->UseRealTime();
+
+// scores = Q K^T, softmax, out = P V for each (batch, head), heads in
+// parallel, with GEMM and softmax from `Gemm` (ours or a BLAS).
+template <class Gemm>
+void RunComposed(Problem& p, std::vector<float>& scores, Gemm&& gemm) {
+  const auto& s = p.shape;
+  const std::size_t group = s.num_heads / s.num_kv_heads, qk = s.q_len * s.kv_len;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  tbb::parallel_for(std::size_t{0}, s.batch * s.num_heads, [&](std::size_t bh) {
+    const std::size_t b = bh / s.num_heads, h = bh % s.num_heads;
+    const float* q = p.q.data() + b * p.q_layout.batch + h * p.q_layout.head;
+    const std::size_t kv_offset = b * p.kv_layout.batch + h / group * p.kv_layout.head;
+    float* sc = scores.data() + bh * qk;
+    gemm(false, true, s.q_len, s.kv_len, s.head_dim, scale, q, p.k.data() + kv_offset, sc);
+    mha::softmax(sc, s.kv_len, sc, s.kv_len, s.q_len, s.kv_len);
+    gemm(false, false, s.q_len, s.head_dim, s.kv_len, 1.0f, sc, p.v.data() + kv_offset,
+         p.out.data() + b * p.q_layout.batch + h * p.q_layout.head);
+  });
+}
+
+void ComposedArgs(benchmark::internal::Benchmark* b) {
+  Shapes(b);
+}
+
+void BM_AttentionComposedMha(benchmark::State& state) {
+  Problem p(state);
+  if (p.mask.causal) return state.SkipWithError("composition is unmasked");
+  std::vector<float> scores(p.shape.batch * p.shape.num_heads * p.shape.q_len * p.shape.kv_len);
+  auto gemm = [](bool, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                 const float* a, const float* b, float* c) {
+    mha::sgemm(mha::Transpose::No, tb ? mha::Transpose::Yes : mha::Transpose::No, m, n, k,
+               alpha, a, k, b, tb ? k : n, 0.0f, c, n);
+  };
+  for (auto _ : state) RunComposed(p, scores, gemm);
+  Report(state, p.Flops(), p.Bytes());
+}
+BENCHMARK(BM_AttentionComposedMha)->Apply(ComposedArgs)->UseRealTime();
+
+#ifdef MHA_HAVE_OPENBLAS
+void BM_AttentionComposedOpenBLAS(benchmark::State& state) {
+  Problem p(state);
+  if (p.mask.causal) return state.SkipWithError("composition is unmasked");
+  openblas_set_num_threads(1);  // heads run in parallel already
+  std::vector<float> scores(p.shape.batch * p.shape.num_heads * p.shape.q_len * p.shape.kv_len);
+  auto gemm = [](bool, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
+                 const float* a, const float* b, float* c) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
+                a, k, b, tb ? k : n, 0.0f, c, n);
+  };
+  for (auto _ : state) RunComposed(p, scores, gemm);
+  Report(state, p.Flops(), p.Bytes(), "OpenBLAS+mha::softmax");
+}
+BENCHMARK(BM_AttentionComposedOpenBLAS)->Apply(ComposedArgs)->UseRealTime();
+#endif
+
+}  // namespace
+}  // namespace mha_bench

@@ -1,0 +1,53 @@
+// Helpers shared by the benchmark suites: random inputs, and counters that
+// report GFLOP/s (or GB/s) and label each run with the target it ran on.
+#ifndef MHA_BENCHMARKS_BENCH_UTIL_H_
+#define MHA_BENCHMARKS_BENCH_UTIL_H_
+
+#include <benchmark/benchmark.h>
+
+#include <cstddef>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mha/mha.h"
+
+namespace mha_bench {
+
+inline std::vector<float> RandomVector(std::size_t count, unsigned seed) {
+  std::mt19937 engine(seed);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  std::vector<float> values(count);
+  for (float& x : values) x = uniform(engine);
+  return values;
+}
+
+// Labels the run with the target the kernels reported (or `peer` for a
+// library we compare with) and sets the rate counters: GFLOP/s, and GB/s
+// when `bytes` is given.
+inline void Report(benchmark::State& state, double flops, double bytes = 0.0,
+                   const std::string& peer = "") {
+  state.SetLabel(peer.empty() ? mha::last_kernel_target() : peer);
+  using benchmark::Counter;
+  if (flops > 0) {
+    state.counters["GFLOP/s"] = Counter(flops * 1e-9, Counter::kIsIterationInvariantRate);
+  }
+  if (bytes > 0) {
+    state.counters["GB/s"] = Counter(bytes * 1e-9, Counter::kIsIterationInvariantRate);
+  }
+}
+
+// Multiply-adds in causal attention: query i sees min(kv, i + kv - q + 1) keys.
+inline double VisiblePairs(std::size_t q_len, std::size_t kv_len, bool causal) {
+  if (!causal) return static_cast<double>(q_len) * kv_len;
+  double pairs = 0;
+  for (std::size_t i = 0; i < q_len; ++i) {
+    const long long seen = static_cast<long long>(i + kv_len) - static_cast<long long>(q_len) + 1;
+    pairs += seen < 0 ? 0 : (seen > static_cast<long long>(kv_len) ? kv_len : seen);
+  }
+  return pairs;
+}
+
+}  // namespace mha_bench
+
+#endif  // MHA_BENCHMARKS_BENCH_UTIL_H_

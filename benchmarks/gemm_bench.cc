@@ -1,0 +1,52 @@
+// SGEMM: square sizes and the shapes attention layers use (head_dim-sized
+// k or n, projections with many rows), against OpenBLAS when found.
+#include "bench_util.h"
+
+#ifdef MHA_HAVE_OPENBLAS
+#include <cblas.h>
+#include <tbb/task_arena.h>
+#endif
+
+namespace mha_bench {
+namespace {
+
+void GemmArgs(benchmark::internal::Benchmark* b) {
+  for (int n : {64, 128, 256, 512, 1024, 2048}) b->Args({n, n, n});
+  b->Args({512, 512, 64});    // Q K^T of one head
+  b->Args({512, 64, 512});    // P V of one head
+  b->Args({1024, 3072, 1024});  // fused QKV projection of 1024 tokens
+  b->Args({1, 4096, 1024});   // decode projection (GEMV)
+  b->Args({16, 4096, 1024});  // small-batch decode projection
+}
+
+void BM_Sgemm(benchmark::State& state) {
+  const std::size_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const auto a = RandomVector(m * k, 1), b = RandomVector(k * n, 2);
+  std::vector<float> c(m * n);
+  for (auto _ : state) {
+    mha::sgemm(mha::Transpose::No, mha::Transpose::No, m, n, k, 1.0f, a.data(), k, b.data(),
+               n, 0.0f, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+  }
+  Report(state, 2.0 * m * n * k);
+}
+BENCHMARK(BM_Sgemm)->Apply(GemmArgs)->ArgNames({"m", "n", "k"})->UseRealTime();
+
+#ifdef MHA_HAVE_OPENBLAS
+void BM_SgemmOpenBLAS(benchmark::State& state) {
+  openblas_set_num_threads(tbb::this_task_arena::max_concurrency());
+  const std::size_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const auto a = RandomVector(m * k, 1), b = RandomVector(k * n, 2);
+  std::vector<float> c(m * n);
+  for (auto _ : state) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k,
+                b.data(), n, 0.0f, c.data(), n);
+    benchmark::DoNotOptimize(c.data());
+  }
+  Report(state, 2.0 * m * n * k, 0.0, "OpenBLAS");
+}
+BENCHMARK(BM_SgemmOpenBLAS)->Apply(GemmArgs)->ArgNames({"m", "n", "k"})->UseRealTime();
+#endif
+
+}  // namespace
+}  // namespace mha_bench

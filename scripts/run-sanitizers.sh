@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Builds the library and its tests with AddressSanitizer and
+# UndefinedBehaviorSanitizer in build-asan/ and runs the test suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DMHA_SANITIZE=ON \
+  -DMHA_BUILD_BENCHMARKS=OFF -DMHA_BUILD_EXAMPLES=OFF
+cmake --build build-asan -j2
+# The install test builds an unsanitized consumer: it runs in the plain build.
+ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+  ctest --test-dir build-asan -j2 --output-on-failure -LE install
