@@ -28,7 +28,7 @@ void BM_Sgemm(benchmark::State& state) {
                n, 0.0f, c.data(), n);
     benchmark::DoNotOptimize(c.data());
   }
-  Report(state, 2.0 * m * n * k);
+  Report(state, 2.0 * m * n * k, 4.0 * (m * k + k * n + m * n));
 }
 BENCHMARK(BM_Sgemm)->Apply(GemmArgs)->ArgNames({"m", "n", "k"})->UseRealTime();
 
@@ -43,7 +43,7 @@ void BM_SgemmOpenBLAS(benchmark::State& state) {
                 b.data(), n, 0.0f, c.data(), n);
     benchmark::DoNotOptimize(c.data());
   }
-  Report(state, 2.0 * m * n * k, 0.0, "OpenBLAS");
+  Report(state, 2.0 * m * n * k, 4.0 * (m * k + k * n + m * n), "OpenBLAS");
 }
 BENCHMARK(BM_SgemmOpenBLAS)->Apply(GemmArgs)->ArgNames({"m", "n", "k"})->UseRealTime();
 #endif
