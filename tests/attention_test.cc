@@ -111,6 +111,8 @@ TEST_P(AttentionTest, ShapesMasksAndWeights) {
       {1, 1, 1, 1, 1, 1},     {2, 4, 4, 10, 10, 64},  {1, 8, 2, 7, 300, 15},
       {2, 4, 1, 13, 517, 128}, {1, 2, 2, 50, 3, 64},  {1, 3, 3, 1, 1000, 64},
       {3, 6, 3, 33, 33, 16},  {1, 16, 1, 2, 40, 32},
+      // Decode shapes with few tasks: the keys are split into ranges.
+      {1, 4, 1, 1, 2100, 64}, {1, 2, 2, 3, 1500, 24},
   };
   for (const mha::AttentionShape& s : shapes) {
     for (int masks : {int{kNone}, int{kCausal}, int{kLengths}, int{kBias},

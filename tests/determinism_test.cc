@@ -52,6 +52,15 @@ TEST_P(DeterminismTest, AttentionFusedAndWithWeights) {
   });
 }
 
+TEST_P(DeterminismTest, AttentionDecodeWithSplitKeys) {
+  const mha::AttentionShape s{1, 8, 1, 1, 5000, 128};
+  const std::vector<float> q = RandomVector(8 * 128, 7), kv = RandomVector(5000 * 128, 8);
+  const mha::Layout ql{8 * 128, 128, 128}, kvl{5000 * 128, 5000 * 128, 128};
+  ExpectSameOnOneAndTwoThreads(q.size(), [&](float* out) {
+    mha::attention(s, q.data(), ql, kv.data(), kvl, kv.data(), kvl, out, ql);
+  });
+}
+
 TEST_P(DeterminismTest, ForwardAndForwardCached) {
   const mha::MultiHeadAttention layer(256, 4);
   const std::vector<float> x = RandomVector(2 * 50 * 256, 6);

@@ -1,12 +1,14 @@
-// Attention over all (batch, KV head, query tile) tasks in parallel. Each task
-// is independent and computed the same way on any thread, so results do not
-// depend on the thread count.
+// Attention over all tasks in parallel: (batch, KV head, query tile) and, for
+// decode-like shapes with few tasks, also ranges of keys. How the work is cut
+// depends on the shape only, and each piece is computed the same way on any
+// thread, so results do not depend on the thread count.
 //
 // Without weights: fused, online softmax (FlashAttention): a running row max
 // m and sum l; for each key block, P = exp(S - m_new), acc = acc *
-// exp(m_old - m_new) + P V; at the end out = acc / l. Memory: one tile.
-// With weights: the scores of a tile are written to the weights output,
-// turned into probabilities by a row softmax, then multiplied by V.
+// exp(m_old - m_new) + P V; at the end out = acc / l. Memory: one tile per
+// thread (plus, with split key ranges, one row state per range).
+// With weights: a tile's scores go to the weights output, a row softmax turns
+// them into probabilities, and those are multiplied by V.
 
 #if defined(MHA_LIB_ATTENTION_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_LIB_ATTENTION_ATTENTION_INL_H_
@@ -21,63 +23,35 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
-#include <cstring>
+#include <vector>
 
 #include "hwy/highway.h"
 #include "lib/attention/attention_args.h"
 #include "lib/attention/query_tile-inl.h"
-#include "lib/common/scratch.h"
 #include "lib/softmax/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace HWY_NAMESPACE {
 
-// Turns row r's scores for a block of n keys into unnormalized probabilities
-// against the running max, and updates the running max and sum.
-inline void OnlineSoftmaxRow(QueryTile& tile, std::size_t r, std::size_t n,
-                             std::size_t visible, float* max, float* sum) {
-  float* s = tile.ScoreRow(r);
-  const float new_max = std::max(max[r], ScaledRowMax(s, visible, 1.0f));
-  if (new_max == kNegInf) {  // nothing seen yet: contributes nothing
-    std::memset(s, 0, n * sizeof(float));
-    return;
-  }
-  const float correction = std::exp(max[r] - new_max);  // 0 on the first keys
-  const float block_sum = ExpShiftedRow(s, s, visible, 1.0f, new_max);
-  std::memset(s + visible, 0, (n - visible) * sizeof(float));
-  sum[r] = sum[r] * correction + block_sum;
-  max[r] = new_max;
-  if (correction != 1.0f) tile.RescaleAccumulator(r, correction);
-}
-
 inline void FusedTile(QueryTile& tile) {
-  const std::size_t rows = tile.rows();
-  float* max = detail::ThreadScratch(detail::ScratchSlot::kRowState, 2 * rows);
-  float* sum = max + rows;
-  std::fill(max, max + rows, kNegInf);
-  std::fill(sum, sum + rows, 0.0f);
-  for (std::size_t j0 = 0; j0 < tile.keys_end(); j0 += kKeyBlock) {
+  for (std::size_t j0 = tile.keys_begin(); j0 < tile.keys_end(); j0 += kKeyBlock) {
     const std::size_t n = std::min(kKeyBlock, tile.keys_end() - j0);
     tile.ComputeScores(j0, n);
-    for (std::size_t r = 0; r < rows; ++r) {
-      OnlineSoftmaxRow(tile, r, n, tile.Visible(r, j0, n), max, sum);
-    }
-    tile.AccumulateFromScores(j0, n);
+    tile.OnlineSoftmax(j0, n);
+    tile.AccumulateValues(j0, n);
   }
-  tile.WriteOutput(sum);
 }
 
 inline void MaterializedTile(QueryTile& tile, std::size_t kv_len) {
   const std::size_t rows = tile.rows();
   for (std::size_t j0 = 0; j0 < kv_len; j0 += kKeyBlock) {
     const std::size_t n = std::min(kKeyBlock, kv_len - j0);
-    const bool any_visible = j0 < tile.keys_end();
-    if (any_visible) tile.ComputeScores(j0, n);
+    if (j0 < tile.keys_end()) tile.ComputeScores(j0, n);
     for (std::size_t r = 0; r < rows; ++r) {
       float* w = tile.WeightsRow(r) + j0;
-      const std::size_t visible = any_visible ? tile.Visible(r, j0, n) : 0;
-      std::memcpy(w, tile.ScoreRow(r), visible * sizeof(float));
+      const std::size_t visible = tile.Visible(r, j0, n);
+      for (std::size_t j = 0; j < visible; ++j) w[j] = tile.ScoreAt(j, r);
       std::fill(w + visible, w + n, kNegInf);  // hidden: exactly 0 after softmax
     }
   }
@@ -85,34 +59,107 @@ inline void MaterializedTile(QueryTile& tile, std::size_t kv_len) {
     SoftmaxRow(tile.WeightsRow(r), tile.WeightsRow(r), kv_len, 1.0f);
   }
   for (std::size_t j0 = 0; j0 < tile.keys_end(); j0 += kKeyBlock) {
-    tile.AccumulateFromWeights(j0, std::min(kKeyBlock, tile.keys_end() - j0));
+    const std::size_t n = std::min(kKeyBlock, tile.keys_end() - j0);
+    for (std::size_t r = 0; r < rows; ++r) {
+      const float* w = tile.WeightsRow(r) + j0;
+      for (std::size_t j = 0; j < n; ++j) tile.ScoreAt(j, r) = w[j];
+    }
+    tile.AccumulateValues(j0, n);
   }
-  tile.WriteOutput(nullptr);
+  tile.SetSumsToOne();
+}
+
+// How the work is cut: a function of the shape alone.
+struct TaskGrid {
+  std::size_t group, q_tile, q_tiles, key_ranges, range_keys;
+
+  explicit TaskGrid(const detail::AttentionArgs& args) {
+    const AttentionShape& s = args.shape;
+    group = s.num_heads / s.num_kv_heads;
+    const std::size_t rows_wanted = kPanelsPerTask * PanelWidth();
+    q_tile = std::min(s.q_len, std::max<std::size_t>(1, rows_wanted / group));
+    q_tiles = (s.q_len + q_tile - 1) / q_tile;
+    // Few tasks over many keys (decoding): split the keys into ranges of at
+    // least 512, merged afterwards, so that every core has work.
+    constexpr std::size_t kTasksWanted = 16, kMinRangeKeys = 512;
+    const std::size_t tasks = s.batch * s.num_kv_heads * q_tiles;
+    key_ranges = 1;
+    if (args.weights == nullptr && tasks < kTasksWanted) {
+      key_ranges = std::min((kTasksWanted + tasks - 1) / tasks,
+                            std::max<std::size_t>(1, s.kv_len / kMinRangeKeys));
+    }
+    range_keys = RoundUp((s.kv_len + key_ranges - 1) / key_ranges, kKeyBlock);
+  }
+  std::size_t tasks(const AttentionShape& s) const {
+    return s.batch * s.num_kv_heads * q_tiles * key_ranges;
+  }
+  // Task t: key range t % key_ranges of query tile t / key_ranges.
+  TaskRows Rows(const AttentionShape& s, std::size_t t) const {
+    const std::size_t range = t % key_ranges, tile = t / key_ranges;
+    const std::size_t q0 = (tile % q_tiles) * q_tile;
+    return {tile / q_tiles / s.num_kv_heads, tile / q_tiles % s.num_kv_heads, q0,
+            std::min(q_tile, s.q_len - q0), group, range * range_keys,
+            (range + 1) * range_keys};
+  }
+};
+
+// Combines the row states of a query tile's key ranges, in range order, and
+// writes the tile's output rows.
+inline void MergeRanges(const detail::AttentionArgs& args, const TaskGrid& grid,
+                        const TaskRows& rows, const float* states) {
+  const std::size_t dim = args.shape.head_dim, stride = dim + 2;
+  const std::size_t range_stride = rows.group * grid.q_tile * stride;
+  const Layout& ol = args.out_layout;
+  for (std::size_t r = 0; r < rows.count(); ++r) {
+    float max = kNegInf;
+    for (std::size_t k = 0; k < grid.key_ranges; ++k) {
+      max = std::max(max, states[k * range_stride + r * stride]);
+    }
+    float* out = args.out + rows.b * ol.batch + rows.head(r) * ol.head +
+                 rows.query(r) * ol.token;
+    std::fill(out, out + dim, 0.0f);
+    if (max == kNegInf) continue;  // saw no key
+    float sum = 0.0f;
+    for (std::size_t k = 0; k < grid.key_ranges; ++k) {
+      const float* state = states + k * range_stride + r * stride;
+      const float weight = std::exp(state[0] - max);
+      sum += state[1] * weight;
+      for (std::size_t c = 0; c < dim; ++c) out[c] += state[2 + c] * weight;
+    }
+    for (std::size_t c = 0; c < dim; ++c) out[c] /= sum;
+  }
 }
 
 inline void AttentionTasks(const detail::AttentionArgs& args) {
   const AttentionShape& s = args.shape;
-  const std::size_t group = s.num_heads / s.num_kv_heads;
-  const std::size_t q_tile =
-      std::min(s.q_len, std::max<std::size_t>(1, kRowsPerTask / group));
-  const std::size_t q_tiles = (s.q_len + q_tile - 1) / q_tile;
-  const std::size_t tasks = s.batch * s.num_kv_heads * q_tiles;
+  const TaskGrid grid(args);
+  const std::size_t stride = s.head_dim + 2;
+  const std::size_t tile_states = grid.key_ranges * grid.group * grid.q_tile * stride;
+  std::vector<float> states(grid.key_ranges > 1 ? grid.tasks(s) / grid.key_ranges * tile_states : 0);
   tbb::parallel_for(
-      tbb::blocked_range<std::size_t>(0, tasks, 1),
+      tbb::blocked_range<std::size_t>(0, grid.tasks(s), 1),
       [&](const tbb::blocked_range<std::size_t>& range) {
         for (std::size_t t = range.begin(); t < range.end(); ++t) {
-          const std::size_t q0 = (t % q_tiles) * q_tile;
-          const TaskRows rows{t / q_tiles / s.num_kv_heads,
-                              t / q_tiles % s.num_kv_heads, q0,
-                              std::min(q_tile, s.q_len - q0), group};
-          QueryTile tile(args, rows);
+          QueryTile tile(args, grid.Rows(s, t));
           if (args.weights) {
             MaterializedTile(tile, s.kv_len);
           } else {
             FusedTile(tile);
           }
+          if (grid.key_ranges == 1) {
+            tile.WriteOutput();
+            continue;
+          }
+          float* state = states.data() + t / grid.key_ranges * tile_states +
+                         t % grid.key_ranges * grid.group * grid.q_tile * stride;
+          for (std::size_t r = 0; r < tile.rows(); ++r) tile.ExportRow(r, state + r * stride);
         }
       });
+  if (grid.key_ranges == 1) return;
+  tbb::parallel_for(std::size_t{0}, grid.tasks(s) / grid.key_ranges, [&](std::size_t tile) {
+    MergeRanges(args, grid, grid.Rows(s, tile * grid.key_ranges),
+                states.data() + tile * tile_states);
+  });
 }
 
 }  // namespace HWY_NAMESPACE

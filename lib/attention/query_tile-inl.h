@@ -2,10 +2,12 @@
 // query head that shares one KV head, for a run of query positions) against
 // the keys and values of that KV head, one block of keys at a time.
 //
-// Per key block: S = scale * Q K^T (+ bias), masked -> probabilities P
-// (online softmax or a materialized row softmax) -> O += P V. Q, K^T, P and V
-// are packed into micro-kernel panels, so both products run on the GEMM's
-// register-blocked micro-kernel with every tile full.
+// The tile computes the transposed products, so that nothing in the loop over
+// key blocks is repacked: S^T = K Q^T reads keys by broadcasts straight from
+// K (Q^T is packed once per task, the scale folded in), the softmax runs
+// across queries in vector lanes, and O^T += V^T P^T reads V rows as they lie
+// and S^T as it was stored. Queries are the vector dimension: panels of up to
+// kAttnVecs vectors, narrower when fewer queries remain (decode).
 
 #if defined(MHA_LIB_ATTENTION_QUERY_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_LIB_ATTENTION_QUERY_TILE_INL_H_
@@ -15,17 +17,17 @@
 #endif
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "lib/attention/attention_args.h"
 #include "lib/common/scratch.h"
 #include "lib/gemm/blocking-inl.h"
 #include "lib/gemm/microkernel-inl.h"
-#include "lib/gemm/pack-inl.h"
 #include "lib/softmax/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -33,19 +35,38 @@ namespace mha {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-// Keys per block: a multiple of every target's TileCols().
+#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
+// 8 x 3 zmm accumulators; 8 divides the usual head_dim.
+constexpr std::size_t kAttnRows = 8, kAttnVecs = 3;
+#else
+constexpr std::size_t kAttnRows = 4, kAttnVecs = 2;
+#endif
+// Keys per block: a multiple of kAttnRows.
 constexpr std::size_t kKeyBlock = 256;
-// Query rows per task: several micro-tile heights, to reuse each K/V block.
-constexpr std::size_t kRowsPerTask = 4 * kTileRows;
+// Query panels per task: enough to reuse each key block, few enough to keep
+// S^T of a block in L2.
+constexpr std::size_t kPanelsPerTask = 4;
 
 inline std::size_t RoundUp(std::size_t x, std::size_t multiple) {
   return (x + multiple - 1) / multiple * multiple;
 }
+inline std::size_t PanelWidth() { return kAttnVecs * hn::Lanes(FloatTag()); }
+
+// Calls f(std::integral_constant<size_t, vecs>) for vecs in [1, kAttnVecs].
+template <class F>
+HWY_INLINE void WithVecs(std::size_t vecs, F&& f) {
+  if (vecs == 1) return f(std::integral_constant<std::size_t, 1>());
+  if constexpr (kAttnVecs >= 2) {
+    if (vecs == 2) return f(std::integral_constant<std::size_t, 2>());
+  }
+  if constexpr (kAttnVecs >= 3) f(std::integral_constant<std::size_t, 3>());
+}
 
 // Which rows a task owns: row r is query position q0 + r % q_count of query
-// head kv_head * group + r / q_count, in sequence b.
+// head kv_head * group + r / q_count, in sequence b; it looks at keys in
+// [key_begin, key_stop) (all of them unless the key range is split).
 struct TaskRows {
-  std::size_t b, kv_head, q0, q_count, group;
+  std::size_t b, kv_head, q0, q_count, group, key_begin, key_stop;
   std::size_t count() const { return group * q_count; }
   std::size_t head(std::size_t r) const { return kv_head * group + r / q_count; }
   std::size_t query(std::size_t r) const { return q0 + r % q_count; }
@@ -54,177 +75,252 @@ struct TaskRows {
 class QueryTile {
  public:
   QueryTile(const detail::AttentionArgs& args, const TaskRows& rows)
-      : a_(args), s_(args.shape), rows_(rows), count_(rows.count()),
-        padded_(RoundUp(count_, kTileRows)), head_dim_(s_.head_dim),
-        padded_dim_(RoundUp(head_dim_, TileCols())) {
+      : a_(args), s_(args.shape), task_(rows), rows_(rows.count()),
+        ld_(RoundUp(rows_, hn::Lanes(FloatTag()))), dim_(s_.head_dim),
+        padded_dim_(RoundUp(dim_, kAttnRows)) {
     using detail::ScratchSlot;
     using detail::ThreadScratch;
-    q_packed_ = ThreadScratch(ScratchSlot::kPackedA, padded_ * head_dim_);
-    scores_ = ThreadScratch(ScratchSlot::kScores, padded_ * kKeyBlock);
-    p_packed_ = ThreadScratch(ScratchSlot::kProbabilities, padded_ * kKeyBlock);
-    k_packed_ = ThreadScratch(ScratchSlot::kPackedK, head_dim_ * kKeyBlock);
-    v_packed_ = ThreadScratch(ScratchSlot::kPackedV, kKeyBlock * padded_dim_);
-    acc_ = ThreadScratch(ScratchSlot::kAccumulator, padded_ * padded_dim_);
-    thread_local std::vector<const float*> row_pointers;
+    q_t_ = ThreadScratch(ScratchSlot::kPackedA, RoundUp(rows_, PanelWidth()) * dim_);
+    s_t_ = ThreadScratch(ScratchSlot::kScores, kKeyBlock * ld_);
+    o_t_ = ThreadScratch(ScratchSlot::kAccumulator, padded_dim_ * ld_);
+    v_panel_ = ThreadScratch(ScratchSlot::kPackedV, kKeyBlock * kAttnRows + dim_);
+    zero_key_ = v_panel_ + kKeyBlock * kAttnRows;  // a key of zeros, for padding
+    float* state = ThreadScratch(ScratchSlot::kRowState, 4 * ld_);
+    limit_ = state;
+    max_ = state + ld_;
+    sum_ = state + 2 * ld_;
+    correction_ = state + 3 * ld_;
     thread_local std::vector<std::size_t> visible;
-    row_pointers.resize(count_);
-    visible.resize(count_);
-    row_ptrs_ = row_pointers.data();
+    visible.resize(ld_);
     visible_end_ = visible.data();
+    std::memset(zero_key_, 0, dim_ * sizeof(float));
+    std::memset(o_t_, 0, padded_dim_ * ld_ * sizeof(float));
+    std::fill(max_, max_ + ld_, kNegInf);
+    std::fill(sum_, sum_ + ld_, 0.0f);
     FindVisibleKeys();
     PackQueries();
-    std::memset(acc_, 0, padded_ * padded_dim_ * sizeof(float));
   }
 
-  // Keys [0, keys_end()) hold every key some row of the tile sees.
+  std::size_t rows() const { return rows_; }
+  // Keys [key_begin, keys_end()) hold every key some row of the task sees.
+  std::size_t keys_begin() const { return task_.key_begin; }
   std::size_t keys_end() const { return keys_end_; }
-
-  // Scores of keys [j0, j0 + n) for every row (scale and bias applied,
-  // hidden keys left unspecified past visible(r, j0, n)).
-  void ComputeScores(std::size_t j0, std::size_t n) {
-    const Layout& kl = a_.k_layout;
-    const float* keys = a_.k + rows_.b * kl.batch + rows_.kv_head * kl.head;
-    const std::size_t nr = TileCols();
-    for (std::size_t c0 = 0; c0 < n; c0 += nr) {
-      PackPanel(k_packed_ + c0 * head_dim_, nr, keys + (j0 + c0) * kl.token,
-                kl.token, 1, std::min(nr, n - c0), head_dim_);
-    }
-    Tile tile;
-    for (std::size_t c0 = 0; c0 < n; c0 += nr) {
-      for (std::size_t r0 = 0; r0 < padded_; r0 += kTileRows) {
-        MultiplyPanels(head_dim_, q_packed_ + r0 * head_dim_,
-                       k_packed_ + c0 * head_dim_, nr, tile);
-        StoreTile(tile, scores_ + r0 * kKeyBlock + c0, kKeyBlock);
-      }
-    }
-    for (std::size_t r = 0; r < count_; ++r) {
-      ScaleAndBias(r, j0, Visible(r, j0, n));
-    }
-  }
-
-  float* ScoreRow(std::size_t r) { return scores_ + r * kKeyBlock; }
 
   // How many of keys [j0, j0 + n) row r sees: always a prefix of the block.
   std::size_t Visible(std::size_t r, std::size_t j0, std::size_t n) const {
     return visible_end_[r] <= j0 ? 0 : std::min(n, visible_end_[r] - j0);
   }
 
-  // acc += P V for keys [j0, j0 + n), P being the score rows (which the
-  // caller has turned into probabilities).
-  void AccumulateFromScores(std::size_t j0, std::size_t n) {
-    for (std::size_t r = 0; r < count_; ++r) row_ptrs_[r] = ScoreRow(r);
-    AccumulateValues(0, j0, n);
+  // S^T for keys [j0, j0 + n): scale * q.k (+ bias) where visible; keys past
+  // every row's visible prefix are left unspecified.
+  void ComputeScores(std::size_t j0, std::size_t n) {
+    const Layout& kl = a_.k_layout;
+    const float* keys = a_.k + task_.b * kl.batch + task_.kv_head * kl.head;
+    ForEachPanel([&](std::size_t q0, std::size_t valid, auto vecs) {
+      const std::size_t seen = PanelVisible(q0, valid, j0, n);
+      const float* q_panel = q_t_ + q0 * dim_;
+      const std::size_t width = vecs * hn::Lanes(FloatTag());
+      Tile<kAttnRows, decltype(vecs)::value> tile;
+      for (std::size_t k0 = 0; k0 < seen; k0 += kAttnRows) {
+        RowsA<kAttnRows> key_rows;
+        for (std::size_t r = 0; r < kAttnRows; ++r) {
+          key_rows.rows[r] =
+              k0 + r < seen ? keys + (j0 + k0 + r) * kl.token : zero_key_;
+        }
+        MultiplyTile(dim_, key_rows, q_panel, width, tile);
+        StoreTile(tile, s_t_ + k0 * ld_ + q0, ld_);
+      }
+    });
+    if (a_.mask.bias) AddBias(j0, n);
   }
 
-  // acc += P V for keys [j0, j0 + n), P being rows of the weights output.
-  void AccumulateFromWeights(std::size_t j0, std::size_t n) {
-    for (std::size_t r = 0; r < count_; ++r) row_ptrs_[r] = WeightsRow(r);
-    AccumulateValues(j0, j0, n);
+  // Turns S^T of keys [j0, j0 + n) into unnormalized probabilities against
+  // running row maxima (online softmax), updating the maxima and sums and
+  // rescaling O^T by exp(old max - new max).
+  void OnlineSoftmax(std::size_t j0, std::size_t n) {
+    const FloatTag d;
+    const std::size_t lanes = hn::Lanes(d);
+    const FloatVec neg_inf = hn::Set(d, kNegInf), zero = hn::Zero(d);
+    ForEachPanel([&](std::size_t q0, std::size_t valid, auto vecs) {
+      const std::size_t seen = PanelVisible(q0, valid, j0, n);
+      for (std::size_t q = q0; q < q0 + vecs * lanes; q += lanes) {
+        const FloatVec limit = hn::Load(d, limit_ + q);
+        const FloatVec old_max = hn::Load(d, max_ + q);
+        FloatVec block_max = neg_inf;
+        for (std::size_t j = 0; j < seen; ++j) {
+          float* s = s_t_ + j * ld_ + q;
+          const auto visible = hn::Lt(hn::Set(d, static_cast<float>(j0 + j)), limit);
+          const FloatVec masked = hn::IfThenElse(visible, hn::LoadU(d, s), neg_inf);
+          hn::StoreU(masked, d, s);
+          block_max = hn::Max(block_max, masked);
+        }
+        const FloatVec new_max = hn::Max(old_max, block_max);
+        // Rows that have seen nothing keep a finite shift, so exp gives 0.
+        const FloatVec shift = hn::IfThenElse(hn::Eq(new_max, neg_inf), zero, new_max);
+        FloatVec sum = zero;
+        for (std::size_t j = 0; j < seen; ++j) {
+          float* s = s_t_ + j * ld_ + q;
+          const FloatVec p = hn::Exp(d, hn::Sub(hn::LoadU(d, s), shift));
+          hn::StoreU(p, d, s);
+          sum = hn::Add(sum, p);
+        }
+        const FloatVec correction = hn::Exp(d, hn::Sub(old_max, shift));
+        hn::Store(new_max, d, max_ + q);
+        hn::Store(hn::MulAdd(hn::Load(d, sum_ + q), correction, sum), d, sum_ + q);
+        hn::Store(correction, d, correction_ + q);
+      }
+    });
+    RescaleAccumulator();
+  }
+
+  // O^T += V^T P^T for keys [j0, j0 + n), P^T being in S^T's place.
+  void AccumulateValues(std::size_t j0, std::size_t n) {
+    const Layout& vl = a_.v_layout;
+    const float* values =
+        a_.v + task_.b * vl.batch + task_.kv_head * vl.head + j0 * vl.token;
+    for (std::size_t c0 = 0; c0 < dim_; c0 += kAttnRows) {
+      PanelA v_t{values + c0, vl.token};
+      if (c0 + kAttnRows > dim_) v_t = PackRaggedValues(values + c0, n, dim_ - c0);
+      ForEachPanel([&](std::size_t q0, std::size_t valid, auto vecs) {
+        const std::size_t seen = PanelVisible(q0, valid, j0, n);
+        if (seen == 0) return;
+        Tile<kAttnRows, decltype(vecs)::value> tile;
+        MultiplyTile(seen, v_t, s_t_ + q0, ld_, tile);
+        AddTile(tile, o_t_ + c0 * ld_ + q0, ld_);
+      });
+    }
   }
 
   // Row r of the [batch, num_heads, q_len, kv_len] weights output.
   float* WeightsRow(std::size_t r) const {
     return a_.weights +
-           ((rows_.b * s_.num_heads + rows_.head(r)) * s_.q_len +
-            rows_.query(r)) * s_.kv_len;
+           ((task_.b * s_.num_heads + task_.head(r)) * s_.q_len + task_.query(r)) *
+               s_.kv_len;
   }
+  // Score (after ComputeScores) or probability of row r and block key j.
+  float& ScoreAt(std::size_t j, std::size_t r) { return s_t_[j * ld_ + r]; }
+  // The materialized path's sums: its probabilities are already normalized.
+  void SetSumsToOne() { std::fill(sum_, sum_ + ld_, 1.0f); }
 
-  // Multiplies row r of the accumulator by `factor` (online softmax).
-  void RescaleAccumulator(std::size_t r, float factor) {
-    ScaleRow(acc_ + r * padded_dim_, padded_dim_, factor);
-  }
-
-  // out row r = acc row r / divisor[r]; zeros where divisor[r] == 0 (a row
-  // that saw no key). divisor == nullptr means 1.
-  void WriteOutput(const float* divisor) const {
+  // out row r = O^T[:, r] / sum[r]; zeros for a row that saw no key.
+  void WriteOutput() const {
     const Layout& ol = a_.out_layout;
-    for (std::size_t r = 0; r < count_; ++r) {
-      float* out = a_.out + rows_.b * ol.batch + rows_.head(r) * ol.head +
-                   rows_.query(r) * ol.token;
-      const float d = divisor ? divisor[r] : 1.0f;
-      if (d == 0.0f) {
-        std::memset(out, 0, head_dim_ * sizeof(float));
-        continue;
-      }
-      std::memcpy(out, acc_ + r * padded_dim_, head_dim_ * sizeof(float));
-      if (d != 1.0f) ScaleRow(out, head_dim_, 1.0f / d);
+    for (std::size_t r = 0; r < rows_; ++r) {
+      float* out = a_.out + task_.b * ol.batch + task_.head(r) * ol.head +
+                   task_.query(r) * ol.token;
+      const float inverse = sum_[r] == 0.0f ? 0.0f : 1.0f / sum_[r];
+      for (std::size_t c = 0; c < dim_; ++c) out[c] = o_t_[c * ld_ + r] * inverse;
     }
   }
 
-  std::size_t rows() const { return count_; }
+  // The running state of row r, for merging split key ranges: max, sum and
+  // the dim_ accumulated values.
+  void ExportRow(std::size_t r, float* state) const {
+    state[0] = max_[r];
+    state[1] = sum_[r];
+    for (std::size_t c = 0; c < dim_; ++c) state[2 + c] = o_t_[c * ld_ + r];
+  }
 
  private:
-  // acc += P V for keys [j0, j0 + n), P's row r read from row_ptrs_[r] + col0.
-  void AccumulateValues(std::size_t col0, std::size_t j0, std::size_t n) {
-    const Layout& vl = a_.v_layout;
-    const float* values = a_.v + rows_.b * vl.batch + rows_.kv_head * vl.head;
-    const std::size_t nr = TileCols();
-    for (std::size_t c0 = 0; c0 < head_dim_; c0 += nr) {
-      PackPanel(v_packed_ + c0 * n, nr, values + j0 * vl.token + c0, 1,
-                vl.token, std::min(nr, head_dim_ - c0), n);
+  // f(q0, valid, vecs) for each panel of queries: columns [q0, q0 + valid)
+  // of the tile, computed vecs vectors wide.
+  template <class F>
+  void ForEachPanel(F&& f) const {
+    const std::size_t lanes = hn::Lanes(FloatTag()), width = PanelWidth();
+    for (std::size_t q0 = 0; q0 < rows_; q0 += width) {
+      const std::size_t valid = std::min(width, rows_ - q0);
+      WithVecs((valid + lanes - 1) / lanes, [&](auto vecs) { f(q0, valid, vecs); });
     }
-    PackRowPanels(p_packed_, kTileRows, row_ptrs_, count_, col0, n);
-    const FloatTag d;
-    const std::size_t lanes = hn::Lanes(d);
-    Tile tile;
-    for (std::size_t c0 = 0; c0 < head_dim_; c0 += nr) {
-      for (std::size_t r0 = 0; r0 < padded_; r0 += kTileRows) {
-        MultiplyPanels(n, p_packed_ + r0 * n, v_packed_ + c0 * n, nr, tile);
-        for (std::size_t r = 0; r < kTileRows; ++r) {
-          float* at = acc_ + (r0 + r) * padded_dim_ + c0;
-          for (std::size_t v = 0; v < kTileVecs; ++v) {
-            hn::StoreU(hn::Add(hn::LoadU(d, at + v * lanes), tile.v[r][v]), d,
-                       at + v * lanes);
-          }
-        }
-      }
-    }
+  }
+
+  // Keys of block [j0, j0 + n) that some row of the panel sees.
+  std::size_t PanelVisible(std::size_t q0, std::size_t valid, std::size_t j0,
+                           std::size_t n) const {
+    std::size_t seen = 0;
+    for (std::size_t r = q0; r < q0 + valid; ++r) seen = std::max(seen, Visible(r, j0, n));
+    return seen;
   }
 
   void FindVisibleKeys() {
     const std::ptrdiff_t shift = static_cast<std::ptrdiff_t>(s_.kv_len) -
                                  static_cast<std::ptrdiff_t>(s_.q_len);
-    std::size_t limit = s_.kv_len;
+    std::size_t limit = std::min(s_.kv_len, task_.key_stop);
     if (a_.mask.kv_lengths) {
-      limit = static_cast<std::size_t>(a_.mask.kv_lengths[rows_.b]);
+      limit = std::min(limit, static_cast<std::size_t>(a_.mask.kv_lengths[task_.b]));
     }
     keys_end_ = 0;
-    for (std::size_t r = 0; r < count_; ++r) {
-      std::size_t end = limit;
-      if (a_.mask.causal) {
+    for (std::size_t r = 0; r < ld_; ++r) {
+      std::size_t end = r < rows_ ? limit : 0;  // padding rows see nothing
+      if (a_.mask.causal && r < rows_) {
         // Query i sees key j iff j <= i + kv_len - q_len (signed).
-        const std::ptrdiff_t last = static_cast<std::ptrdiff_t>(rows_.query(r)) + shift;
+        const std::ptrdiff_t last = static_cast<std::ptrdiff_t>(task_.query(r)) + shift;
         end = last < 0 ? 0 : std::min(end, static_cast<std::size_t>(last) + 1);
       }
+      end = std::max(end, task_.key_begin);  // nothing before the range
       visible_end_[r] = end;
+      limit_[r] = static_cast<float>(end);
       keys_end_ = std::max(keys_end_, end);
     }
   }
 
+  // Q^T in panels (panel at q0, w wide: element (p, c) at q0 * dim + p * w +
+  // c), scaled, zero in padding columns.
   void PackQueries() {
     const Layout& ql = a_.q_layout;
-    for (std::size_t r = 0; r < count_; ++r) {
-      row_ptrs_[r] = a_.q + rows_.b * ql.batch + rows_.head(r) * ql.head +
-                     rows_.query(r) * ql.token;
+    const std::size_t width = PanelWidth(), lanes = hn::Lanes(FloatTag());
+    for (std::size_t q0 = 0; q0 < rows_; q0 += width) {
+      const std::size_t valid = std::min(width, rows_ - q0);
+      const std::size_t w = RoundUp(valid, lanes);
+      float* panel = q_t_ + q0 * dim_;
+      for (std::size_t c = 0; c < w; ++c) {
+        if (c >= valid) {
+          for (std::size_t p = 0; p < dim_; ++p) panel[p * w + c] = 0.0f;
+          continue;
+        }
+        const std::size_t r = q0 + c;
+        const float* q = a_.q + task_.b * ql.batch + task_.head(r) * ql.head +
+                         task_.query(r) * ql.token;
+        for (std::size_t p = 0; p < dim_; ++p) panel[p * w + c] = a_.scale * q[p];
+      }
     }
-    PackRowPanels(q_packed_, kTileRows, row_ptrs_, count_, 0, head_dim_);
   }
 
-  // s = scale * s + bias for the `visible` first scores of row r.
-  void ScaleAndBias(std::size_t r, std::size_t j0, std::size_t visible) {
-    float* s = ScoreRow(r);
-    ScaleRow(s, visible, a_.scale);
-    if (a_.mask.bias == nullptr) return;
-    const float* bias = a_.mask.bias + rows_.query(r) * s_.kv_len + j0;
-    for (std::size_t c = 0; c < visible; ++c) s[c] += bias[c];
+  void AddBias(std::size_t j0, std::size_t n) {
+    for (std::size_t r = 0; r < rows_; ++r) {
+      const float* bias = a_.mask.bias + task_.query(r) * s_.kv_len + j0;
+      const std::size_t seen = Visible(r, j0, n);
+      for (std::size_t j = 0; j < seen; ++j) s_t_[j * ld_ + r] += bias[j];
+    }
+  }
+
+  void RescaleAccumulator() {
+    const FloatTag d;
+    const std::size_t lanes = hn::Lanes(d);
+    for (std::size_t c = 0; c < dim_; ++c) {
+      float* row = o_t_ + c * ld_;
+      for (std::size_t q = 0; q < ld_; q += lanes) {
+        hn::Store(hn::Mul(hn::Load(d, row + q), hn::Load(d, correction_ + q)), d, row + q);
+      }
+    }
+  }
+
+  // The last, partial group of value columns, zero-padded to kAttnRows.
+  PanelA PackRaggedValues(const float* values, std::size_t n, std::size_t cols) {
+    for (std::size_t j = 0; j < n; ++j) {
+      float* step = v_panel_ + j * kAttnRows;
+      for (std::size_t c = 0; c < kAttnRows; ++c) {
+        step[c] = c < cols ? values[j * a_.v_layout.token + c] : 0.0f;
+      }
+    }
+    return PanelA{v_panel_, kAttnRows};
   }
 
   const detail::AttentionArgs& a_;
   const AttentionShape& s_;
-  TaskRows rows_;
-  std::size_t count_, padded_, head_dim_, padded_dim_, keys_end_ = 0;
-  float *q_packed_, *scores_, *p_packed_, *k_packed_, *v_packed_, *acc_;
-  const float** row_ptrs_;
+  TaskRows task_;
+  std::size_t rows_, ld_, dim_, padded_dim_, keys_end_ = 0;
+  float *q_t_, *s_t_, *o_t_, *v_panel_, *zero_key_;
+  float *limit_, *max_, *sum_, *correction_;
   std::size_t* visible_end_;
 };
 

@@ -40,7 +40,9 @@ struct GemmEpilogue {
 
 // c = alpha * tile + (read_c ? beta * c : 0) + bias, for the first `rows` x
 // `cols` elements of the tile.
-HWY_INLINE void ApplyEpilogue(const Tile& tile, float* HWY_RESTRICT c,
+using GemmTile = Tile<kTileRows, kTileVecs>;
+
+HWY_INLINE void ApplyEpilogue(const GemmTile& tile, float* HWY_RESTRICT c,
                               std::size_t ldc, std::size_t rows,
                               std::size_t cols, const GemmEpilogue& e) {
   const FloatTag d;
@@ -128,7 +130,7 @@ inline void MultiplyBlock(const detail::GemmArgs& g, const BPanels& panels,
               g.a + (i0 + r0) * i_stride + pc * p_stride, i_stride, p_stride,
               std::min(kTileRows, mc - r0), kc);
   }
-  Tile tile;
+  GemmTile tile;
   for (std::size_t j = j_begin; j < j_end; ++j) {
     std::size_t b_stride;
     const float* b_panel = panels.Panel(j, &b_stride);
@@ -136,7 +138,8 @@ inline void MultiplyBlock(const detail::GemmArgs& g, const BPanels& panels,
     GemmEpilogue e = epilogue;
     if (e.column_bias) e.column_bias += col;
     for (std::size_t r0 = 0; r0 < mc; r0 += kTileRows) {
-      MultiplyPanels(kc, packed_a + r0 * kc, b_panel, b_stride, tile);
+      MultiplyTile(kc, PanelA{packed_a + r0 * kc, kTileRows}, b_panel, b_stride,
+                   tile);
       ApplyEpilogue(tile, g.c + (i0 + r0) * g.ldc + col, g.ldc,
                     std::min(kTileRows, mc - r0), cols, e);
     }

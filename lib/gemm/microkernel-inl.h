@@ -1,6 +1,8 @@
-// The register-blocked micro-kernel: a kTileRows x TileCols() tile of
-// A_panel * B_panel accumulated in vector registers, plus the stores that
-// turn the accumulators into results.
+// The register-blocked micro-kernel: a kRows x kVecs-vector tile of A * B
+// accumulated in vector registers by rank-1 updates (kRows broadcasts of A
+// against kVecs vectors of B per step of the depth), and the store of a tile.
+// A is read by broadcasts, so it may lie in memory two ways (PanelA, RowsA);
+// B is read by vectors: b + p * b_stride holds the kVecs vectors of step p.
 
 #if defined(MHA_LIB_GEMM_MICROKERNEL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_LIB_GEMM_MICROKERNEL_INL_H_
@@ -19,32 +21,53 @@ namespace mha {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+template <std::size_t kRows, std::size_t kVecs>
 struct Tile {
-  FloatVec v[kTileRows][kTileVecs];
+  static constexpr std::size_t kRowCount = kRows, kVecCount = kVecs;
+  FloatVec v[kRows][kVecs];
 };
 
-// tile = sum over p < depth of a_panel[p][r] * b(p)[c], where a_panel is a
-// packed A panel (kTileRows floats per step) and b(p) = b + p * b_stride holds
-// TileCols() floats (a packed B panel has b_stride == TileCols()). The sum
-// runs in order of p with one FMA per step, so it never depends on threads.
-HWY_INLINE void MultiplyPanels(std::size_t depth,
-                               const float* HWY_RESTRICT a_panel,
-                               const float* HWY_RESTRICT b,
-                               std::size_t b_stride, Tile& tile) {
+// A where the kRows values of one step are contiguous and steps are
+// `step_stride` apart: element (r, p) at base[p * step_stride + r]. A packed
+// panel has step_stride == kRows; a block of V rows read as V^T has the
+// token stride.
+struct PanelA {
+  const float* base;
+  std::size_t step_stride;
+  const float* Step(std::size_t p) const { return base + p * step_stride; }
+  float At(const float* step, std::size_t r) const { return step[r]; }
+};
+
+// A given as kRows row pointers: element (r, p) at rows[r][p] (keys read
+// straight from K, whatever its layout).
+template <std::size_t kRows>
+struct RowsA {
+  const float* rows[kRows];
+  std::size_t Step(std::size_t p) const { return p; }
+  float At(std::size_t p, std::size_t r) const { return rows[r][p]; }
+};
+
+// tile = sum over p < depth of A(r, p) * B(p, :), in order of p with one FMA
+// per step, so the result never depends on how work is split.
+template <class TileT, class AOperand>
+HWY_INLINE void MultiplyTile(std::size_t depth, const AOperand& a,
+                             const float* HWY_RESTRICT b, std::size_t b_stride,
+                             TileT& tile) {
+  constexpr std::size_t kRows = TileT::kRowCount, kVecs = TileT::kVecCount;
   const FloatTag d;
   const std::size_t lanes = hn::Lanes(d);
-  for (std::size_t r = 0; r < kTileRows; ++r) {
-    for (std::size_t v = 0; v < kTileVecs; ++v) tile.v[r][v] = hn::Zero(d);
+  for (std::size_t r = 0; r < kRows; ++r) {
+    for (std::size_t v = 0; v < kVecs; ++v) tile.v[r][v] = hn::Zero(d);
   }
   for (std::size_t p = 0; p < depth; ++p) {
-    FloatVec b_vecs[kTileVecs];
-    for (std::size_t v = 0; v < kTileVecs; ++v) {
+    FloatVec b_vecs[kVecs];
+    for (std::size_t v = 0; v < kVecs; ++v) {
       b_vecs[v] = hn::LoadU(d, b + p * b_stride + v * lanes);
     }
-    const float* HWY_RESTRICT a_step = a_panel + p * kTileRows;
-    for (std::size_t r = 0; r < kTileRows; ++r) {
-      const FloatVec a_r = hn::Set(d, a_step[r]);
-      for (std::size_t v = 0; v < kTileVecs; ++v) {
+    const auto step = a.Step(p);
+    for (std::size_t r = 0; r < kRows; ++r) {
+      const FloatVec a_r = hn::Set(d, a.At(step, r));
+      for (std::size_t v = 0; v < kVecs; ++v) {
         tile.v[r][v] = hn::MulAdd(a_r, b_vecs[v], tile.v[r][v]);
       }
     }
@@ -52,13 +75,28 @@ HWY_INLINE void MultiplyPanels(std::size_t depth,
 }
 
 // Stores the whole tile to rows of `ld` floats.
-HWY_INLINE void StoreTile(const Tile& tile, float* HWY_RESTRICT out,
+template <class TileT>
+HWY_INLINE void StoreTile(const TileT& tile, float* HWY_RESTRICT out,
                           std::size_t ld) {
   const FloatTag d;
   const std::size_t lanes = hn::Lanes(d);
-  for (std::size_t r = 0; r < kTileRows; ++r) {
-    for (std::size_t v = 0; v < kTileVecs; ++v) {
+  for (std::size_t r = 0; r < TileT::kRowCount; ++r) {
+    for (std::size_t v = 0; v < TileT::kVecCount; ++v) {
       hn::StoreU(tile.v[r][v], d, out + r * ld + v * lanes);
+    }
+  }
+}
+
+// Adds the whole tile to rows of `ld` floats.
+template <class TileT>
+HWY_INLINE void AddTile(const TileT& tile, float* HWY_RESTRICT out,
+                        std::size_t ld) {
+  const FloatTag d;
+  const std::size_t lanes = hn::Lanes(d);
+  for (std::size_t r = 0; r < TileT::kRowCount; ++r) {
+    for (std::size_t v = 0; v < TileT::kVecCount; ++v) {
+      float* at = out + r * ld + v * lanes;
+      hn::StoreU(hn::Add(hn::LoadU(d, at), tile.v[r][v]), d, at);
     }
   }
 }
