@@ -27,6 +27,8 @@
 
 #include "hwy/highway.h"
 #include "lib/attention/attention_args.h"
+#include "lib/attention/decode_rows-inl.h"
+#include "lib/attention/task.h"
 #include "lib/attention/query_tile-inl.h"
 #include "lib/softmax/row-inl.h"
 
@@ -94,7 +96,7 @@ struct TaskGrid {
     return s.batch * s.num_kv_heads * q_tiles * key_ranges;
   }
   // Task t: key range t % key_ranges of query tile t / key_ranges.
-  TaskRows Rows(const AttentionShape& s, std::size_t t) const {
+  detail::TaskRows Rows(const AttentionShape& s, std::size_t t) const {
     const std::size_t range = t % key_ranges, tile = t / key_ranges;
     const std::size_t q0 = (tile % q_tiles) * q_tile;
     return {tile / q_tiles / s.num_kv_heads, tile / q_tiles % s.num_kv_heads, q0,
@@ -106,17 +108,15 @@ struct TaskGrid {
 // Combines the row states of a query tile's key ranges, in range order, and
 // writes the tile's output rows.
 inline void MergeRanges(const detail::AttentionArgs& args, const TaskGrid& grid,
-                        const TaskRows& rows, const float* states) {
+                        const detail::TaskRows& rows, const float* states) {
   const std::size_t dim = args.shape.head_dim, stride = dim + 2;
   const std::size_t range_stride = rows.group * grid.q_tile * stride;
-  const Layout& ol = args.out_layout;
   for (std::size_t r = 0; r < rows.count(); ++r) {
     float max = kNegInf;
     for (std::size_t k = 0; k < grid.key_ranges; ++k) {
       max = std::max(max, states[k * range_stride + r * stride]);
     }
-    float* out = args.out + rows.b * ol.batch + rows.head(r) * ol.head +
-                 rows.query(r) * ol.token;
+    float* out = detail::OutputRow(args, rows, r);
     std::fill(out, out + dim, 0.0f);
     if (max == kNegInf) continue;  // saw no key
     float sum = 0.0f;
@@ -130,6 +130,15 @@ inline void MergeRanges(const detail::AttentionArgs& args, const TaskGrid& grid,
   }
 }
 
+// Writes a task's output rows, or (when its keys are one range of several)
+// exports its row states for MergeRanges.
+inline void Finish(const detail::AttentionArgs& args, const detail::TaskRows& rows,
+                   const detail::RowResults& results, float* state) {
+  if (state == nullptr) return results.Write(args, rows);
+  const std::size_t stride = args.shape.head_dim + 2;
+  for (std::size_t r = 0; r < rows.count(); ++r) results.Export(args, r, state + r * stride);
+}
+
 inline void AttentionTasks(const detail::AttentionArgs& args) {
   const AttentionShape& s = args.shape;
   const TaskGrid grid(args);
@@ -140,19 +149,24 @@ inline void AttentionTasks(const detail::AttentionArgs& args) {
       tbb::blocked_range<std::size_t>(0, grid.tasks(s), 1),
       [&](const tbb::blocked_range<std::size_t>& range) {
         for (std::size_t t = range.begin(); t < range.end(); ++t) {
-          QueryTile tile(args, grid.Rows(s, t));
-          if (args.weights) {
-            MaterializedTile(tile, s.kv_len);
+          const detail::TaskRows rows = grid.Rows(s, t);
+          float* state = grid.key_ranges == 1
+                             ? nullptr
+                             : states.data() + t / grid.key_ranges * tile_states +
+                                   t % grid.key_ranges * grid.group * grid.q_tile * stride;
+          if (SuitsDecodeRows(args, rows.count())) {
+            DecodeRows task(args, rows);
+            task.Run();
+            Finish(args, rows, task.Results(), state);
           } else {
-            FusedTile(tile);
+            QueryTile tile(args, rows);
+            if (args.weights) {
+              MaterializedTile(tile, s.kv_len);
+            } else {
+              FusedTile(tile);
+            }
+            Finish(args, rows, tile.Results(), state);
           }
-          if (grid.key_ranges == 1) {
-            tile.WriteOutput();
-            continue;
-          }
-          float* state = states.data() + t / grid.key_ranges * tile_states +
-                         t % grid.key_ranges * grid.group * grid.q_tile * stride;
-          for (std::size_t r = 0; r < tile.rows(); ++r) tile.ExportRow(r, state + r * stride);
         }
       });
   if (grid.key_ranges == 1) return;

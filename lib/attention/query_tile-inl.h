@@ -25,6 +25,7 @@
 #include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
 #include "lib/attention/attention_args.h"
+#include "lib/attention/task.h"
 #include "lib/common/scratch.h"
 #include "lib/gemm/blocking-inl.h"
 #include "lib/gemm/microkernel-inl.h"
@@ -62,15 +63,7 @@ HWY_INLINE void WithVecs(std::size_t vecs, F&& f) {
   if constexpr (kAttnVecs >= 3) f(std::integral_constant<std::size_t, 3>());
 }
 
-// Which rows a task owns: row r is query position q0 + r % q_count of query
-// head kv_head * group + r / q_count, in sequence b; it looks at keys in
-// [key_begin, key_stop) (all of them unless the key range is split).
-struct TaskRows {
-  std::size_t b, kv_head, q0, q_count, group, key_begin, key_stop;
-  std::size_t count() const { return group * q_count; }
-  std::size_t head(std::size_t r) const { return kv_head * group + r / q_count; }
-  std::size_t query(std::size_t r) const { return q0 + r % q_count; }
-};
+using detail::TaskRows;
 
 class QueryTile {
  public:
@@ -108,7 +101,7 @@ class QueryTile {
 
   // How many of keys [j0, j0 + n) row r sees: always a prefix of the block.
   std::size_t Visible(std::size_t r, std::size_t j0, std::size_t n) const {
-    return visible_end_[r] <= j0 ? 0 : std::min(n, visible_end_[r] - j0);
+    return detail::VisibleIn(visible_end_[r], j0, n);
   }
 
   // S^T for keys [j0, j0 + n): scale * q.k (+ bias) where visible; keys past
@@ -202,24 +195,8 @@ class QueryTile {
   // The materialized path's sums: its probabilities are already normalized.
   void SetSumsToOne() { std::fill(sum_, sum_ + ld_, 1.0f); }
 
-  // out row r = O^T[:, r] / sum[r]; zeros for a row that saw no key.
-  void WriteOutput() const {
-    const Layout& ol = a_.out_layout;
-    for (std::size_t r = 0; r < rows_; ++r) {
-      float* out = a_.out + task_.b * ol.batch + task_.head(r) * ol.head +
-                   task_.query(r) * ol.token;
-      const float inverse = sum_[r] == 0.0f ? 0.0f : 1.0f / sum_[r];
-      for (std::size_t c = 0; c < dim_; ++c) out[c] = o_t_[c * ld_ + r] * inverse;
-    }
-  }
-
-  // The running state of row r, for merging split key ranges: max, sum and
-  // the dim_ accumulated values.
-  void ExportRow(std::size_t r, float* state) const {
-    state[0] = max_[r];
-    state[1] = sum_[r];
-    for (std::size_t c = 0; c < dim_; ++c) state[2 + c] = o_t_[c * ld_ + r];
-  }
+  // The accumulated O^T and the softmax state of the rows.
+  detail::RowResults Results() const { return {o_t_, 1, ld_, max_, sum_}; }
 
  private:
   // f(q0, valid, vecs) for each panel of queries: columns [q0, q0 + valid)
@@ -242,31 +219,13 @@ class QueryTile {
   }
 
   void FindVisibleKeys() {
-    const std::ptrdiff_t shift = static_cast<std::ptrdiff_t>(s_.kv_len) -
-                                 static_cast<std::ptrdiff_t>(s_.q_len);
-    std::size_t limit = std::min(s_.kv_len, task_.key_stop);
-    if (a_.mask.kv_lengths) {
-      limit = std::min(limit, static_cast<std::size_t>(a_.mask.kv_lengths[task_.b]));
-    }
-    keys_end_ = 0;
-    for (std::size_t r = 0; r < ld_; ++r) {
-      std::size_t end = r < rows_ ? limit : 0;  // padding rows see nothing
-      if (a_.mask.causal && r < rows_) {
-        // Query i sees key j iff j <= i + kv_len - q_len (signed).
-        const std::ptrdiff_t last = static_cast<std::ptrdiff_t>(task_.query(r)) + shift;
-        end = last < 0 ? 0 : std::min(end, static_cast<std::size_t>(last) + 1);
-      }
-      end = std::max(end, task_.key_begin);  // nothing before the range
-      visible_end_[r] = end;
-      limit_[r] = static_cast<float>(end);
-      keys_end_ = std::max(keys_end_, end);
-    }
+    keys_end_ = detail::FindVisibleKeys(a_, task_, ld_, visible_end_);
+    for (std::size_t r = 0; r < ld_; ++r) limit_[r] = static_cast<float>(visible_end_[r]);
   }
 
   // Q^T in panels (panel at q0, w wide: element (p, c) at q0 * dim + p * w +
   // c), scaled, zero in padding columns.
   void PackQueries() {
-    const Layout& ql = a_.q_layout;
     const std::size_t width = PanelWidth(), lanes = hn::Lanes(FloatTag());
     for (std::size_t q0 = 0; q0 < rows_; q0 += width) {
       const std::size_t valid = std::min(width, rows_ - q0);
@@ -277,9 +236,7 @@ class QueryTile {
           for (std::size_t p = 0; p < dim_; ++p) panel[p * w + c] = 0.0f;
           continue;
         }
-        const std::size_t r = q0 + c;
-        const float* q = a_.q + task_.b * ql.batch + task_.head(r) * ql.head +
-                         task_.query(r) * ql.token;
+        const float* q = detail::QueryRow(a_, task_, q0 + c);
         for (std::size_t p = 0; p < dim_; ++p) panel[p * w + c] = a_.scale * q[p];
       }
     }

@@ -16,6 +16,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
@@ -40,16 +41,29 @@ struct GemmEpilogue {
 
 // c = alpha * tile + (read_c ? beta * c : 0) + bias, for the first `rows` x
 // `cols` elements of the tile.
-using GemmTile = Tile<kTileRows, kTileVecs>;
+// Calls f(std::integral_constant<size_t, R>) with the fewest tile rows R
+// that hold `rows`: a GEMV (one row) must not pay for a tile of zero rows.
+template <class F>
+HWY_INLINE void WithTileRows(std::size_t rows, F&& f) {
+  using std::integral_constant;
+  if (rows == 1) return f(integral_constant<std::size_t, 1>());
+  if (rows <= 2) return f(integral_constant<std::size_t, 2>());
+  if constexpr (kTileRows > 4) {
+    if (rows <= 4) return f(integral_constant<std::size_t, 4>());
+  }
+  f(integral_constant<std::size_t, kTileRows>());
+}
 
-HWY_INLINE void ApplyEpilogue(const GemmTile& tile, float* HWY_RESTRICT c,
+template <class TileT>
+HWY_INLINE void ApplyEpilogue(const TileT& tile, float* HWY_RESTRICT c,
                               std::size_t ldc, std::size_t rows,
                               std::size_t cols, const GemmEpilogue& e) {
+  constexpr std::size_t kRows = TileT::kRowCount;
   const FloatTag d;
   const std::size_t lanes = hn::Lanes(d);
-  if (rows == kTileRows && cols == kTileVecs * lanes) {
+  if (rows == kRows && cols == kTileVecs * lanes) {
     const FloatVec alpha = hn::Set(d, e.alpha), beta = hn::Set(d, e.beta);
-    for (std::size_t r = 0; r < kTileRows; ++r) {
+    for (std::size_t r = 0; r < kRows; ++r) {
       for (std::size_t v = 0; v < kTileVecs; ++v) {
         float* HWY_RESTRICT at = c + r * ldc + v * lanes;
         FloatVec x = hn::Mul(alpha, tile.v[r][v]);
@@ -61,7 +75,7 @@ HWY_INLINE void ApplyEpilogue(const GemmTile& tile, float* HWY_RESTRICT c,
     return;
   }
   constexpr std::size_t kTileCap = kTileVecs * hn::MaxLanes(FloatTag());
-  HWY_ALIGN float values[kTileRows * kTileCap];
+  HWY_ALIGN float values[kRows * kTileCap];
   StoreTile(tile, values, kTileCap);
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t j = 0; j < cols; ++j) {
@@ -130,7 +144,6 @@ inline void MultiplyBlock(const detail::GemmArgs& g, const BPanels& panels,
               g.a + (i0 + r0) * i_stride + pc * p_stride, i_stride, p_stride,
               std::min(kTileRows, mc - r0), kc);
   }
-  GemmTile tile;
   for (std::size_t j = j_begin; j < j_end; ++j) {
     std::size_t b_stride;
     const float* b_panel = panels.Panel(j, &b_stride);
@@ -138,10 +151,12 @@ inline void MultiplyBlock(const detail::GemmArgs& g, const BPanels& panels,
     GemmEpilogue e = epilogue;
     if (e.column_bias) e.column_bias += col;
     for (std::size_t r0 = 0; r0 < mc; r0 += kTileRows) {
-      MultiplyTile(kc, PanelA{packed_a + r0 * kc, kTileRows}, b_panel, b_stride,
-                   tile);
-      ApplyEpilogue(tile, g.c + (i0 + r0) * g.ldc + col, g.ldc,
-                    std::min(kTileRows, mc - r0), cols, e);
+      const std::size_t rows = std::min(kTileRows, mc - r0);
+      WithTileRows(rows, [&](auto tile_rows) {
+        Tile<decltype(tile_rows)::value, kTileVecs> tile;
+        MultiplyTile(kc, PanelA{packed_a + r0 * kc, kTileRows}, b_panel, b_stride, tile);
+        ApplyEpilogue(tile, g.c + (i0 + r0) * g.ldc + col, g.ldc, rows, cols, e);
+      });
     }
   }
 }
