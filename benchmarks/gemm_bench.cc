@@ -15,7 +15,8 @@ void GemmArgs(benchmark::internal::Benchmark* b) {
   b->Args({512, 512, 64});    // Q K^T of one head
   b->Args({512, 64, 512});    // P V of one head
   b->Args({1024, 3072, 1024});  // fused QKV projection of 1024 tokens
-  b->Args({1, 4096, 1024});   // decode projection (GEMV)
+  b->Args({1, 4096, 1024});   // decode projection (GEMV), weights in L3
+  b->Args({1, 8192, 4096});   // decode projection, weights past L3 (DRAM)
   b->Args({16, 4096, 1024});  // small-batch decode projection
 }
 

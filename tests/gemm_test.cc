@@ -65,6 +65,13 @@ TEST_P(GemmTest, ManyBlocksInEveryDimension) {
   Check(29, 37, 777, true, false, 1.0f, 0.25f);   // several depth blocks
 }
 
+TEST_P(GemmTest, MatrixVectorShapes) {  // few rows: B streamed by column chunks
+  for (std::size_t m : {1, 2, 3, 4, 5}) {
+    for (int t = 0; t < 4; ++t) Check(m, 4100, 33, t & 1, t & 2, 0.75f, 0.5f);
+    Check(m, 7, 300, false, false, 1.0f, 0.0f);
+  }
+}
+
 TEST_P(GemmTest, BetaZeroDoesNotReadC) {
   const std::size_t m = 9, n = 21, k = 5;
   const std::vector<float> a = RandomVector(m * k, 4), b = RandomVector(k * n, 5);

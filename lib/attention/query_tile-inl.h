@@ -48,9 +48,6 @@ constexpr std::size_t kKeyBlock = 256;
 // S^T of a block in L2.
 constexpr std::size_t kPanelsPerTask = 4;
 
-inline std::size_t RoundUp(std::size_t x, std::size_t multiple) {
-  return (x + multiple - 1) / multiple * multiple;
-}
 inline std::size_t PanelWidth() { return kAttnVecs * hn::Lanes(FloatTag()); }
 
 // Calls f(std::integral_constant<size_t, vecs>) for vecs in [1, kAttnVecs].

@@ -36,6 +36,10 @@ constexpr std::size_t kTileRows = 6;
 #endif
 constexpr std::size_t kTileVecs = 2;
 
+inline std::size_t RoundUp(std::size_t x, std::size_t multiple) {
+  return (x + multiple - 1) / multiple * multiple;
+}
+
 // Columns of one micro-tile (the width of a packed B panel).
 inline std::size_t TileCols() { return kTileVecs * hn::Lanes(FloatTag()); }
 

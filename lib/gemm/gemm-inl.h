@@ -23,6 +23,7 @@
 #include "lib/common/scratch.h"
 #include "lib/gemm/blocking-inl.h"
 #include "lib/gemm/gemm_args.h"
+#include "lib/gemm/gemv-inl.h"
 #include "lib/gemm/microkernel-inl.h"
 #include "lib/gemm/pack-inl.h"
 
@@ -175,6 +176,7 @@ inline void ScaleOnly(const detail::GemmArgs& g) {
 inline void GemmBlocked(const detail::GemmArgs& g) {
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0) return ScaleOnly(g);
+  if (SuitsGemv(g)) return Gemv(g);
   const std::size_t nr = TileCols();
   const std::size_t col_block = std::max(nr, kColBlock / nr * nr);
   const std::size_t row_blocks = (g.m + kRowBlock - 1) / kRowBlock;
