@@ -7,8 +7,7 @@
 // m and sum l; for each key block, P = exp(S - m_new), acc = acc *
 // exp(m_old - m_new) + P V; at the end out = acc / l. Memory: one tile per
 // thread (plus, with split key ranges, one row state per range).
-// With weights: a tile's scores go to the weights output, a row softmax turns
-// them into probabilities, and those are multiplied by V.
+// With weights: see weights_tile-inl.h.
 
 #if defined(MHA_LIB_ATTENTION_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_LIB_ATTENTION_ATTENTION_INL_H_
@@ -29,6 +28,7 @@
 #include "lib/attention/attention_args.h"
 #include "lib/attention/decode_rows-inl.h"
 #include "lib/attention/task.h"
+#include "lib/attention/weights_tile-inl.h"
 #include "lib/attention/query_tile-inl.h"
 #include "lib/softmax/row-inl.h"
 
@@ -43,32 +43,6 @@ inline void FusedTile(QueryTile& tile) {
     tile.OnlineSoftmax(j0, n);
     tile.AccumulateValues(j0, n);
   }
-}
-
-inline void MaterializedTile(QueryTile& tile, std::size_t kv_len) {
-  const std::size_t rows = tile.rows();
-  for (std::size_t j0 = 0; j0 < kv_len; j0 += kKeyBlock) {
-    const std::size_t n = std::min(kKeyBlock, kv_len - j0);
-    if (j0 < tile.keys_end()) tile.ComputeScores(j0, n);
-    for (std::size_t r = 0; r < rows; ++r) {
-      float* w = tile.WeightsRow(r) + j0;
-      const std::size_t visible = tile.Visible(r, j0, n);
-      for (std::size_t j = 0; j < visible; ++j) w[j] = tile.ScoreAt(j, r);
-      std::fill(w + visible, w + n, kNegInf);  // hidden: exactly 0 after softmax
-    }
-  }
-  for (std::size_t r = 0; r < rows; ++r) {
-    SoftmaxRow(tile.WeightsRow(r), tile.WeightsRow(r), kv_len, 1.0f);
-  }
-  for (std::size_t j0 = 0; j0 < tile.keys_end(); j0 += kKeyBlock) {
-    const std::size_t n = std::min(kKeyBlock, tile.keys_end() - j0);
-    for (std::size_t r = 0; r < rows; ++r) {
-      const float* w = tile.WeightsRow(r) + j0;
-      for (std::size_t j = 0; j < n; ++j) tile.ScoreAt(j, r) = w[j];
-    }
-    tile.AccumulateValues(j0, n);
-  }
-  tile.SetSumsToOne();
 }
 
 // How the work is cut: a function of the shape alone.
@@ -154,17 +128,17 @@ inline void AttentionTasks(const detail::AttentionArgs& args) {
                              ? nullptr
                              : states.data() + t / grid.key_ranges * tile_states +
                                    t % grid.key_ranges * grid.group * grid.q_tile * stride;
-          if (SuitsDecodeRows(args, rows.count())) {
+          if (args.weights) {
+            WeightsTile tile(args, rows);
+            tile.Run();
+            Finish(args, rows, tile.Results(), state);
+          } else if (SuitsDecodeRows(args, rows.count())) {
             DecodeRows task(args, rows);
             task.Run();
             Finish(args, rows, task.Results(), state);
           } else {
             QueryTile tile(args, rows);
-            if (args.weights) {
-              MaterializedTile(tile, s.kv_len);
-            } else {
-              FusedTile(tile);
-            }
+            FusedTile(tile);
             Finish(args, rows, tile.Results(), state);
           }
         }

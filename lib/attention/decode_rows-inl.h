@@ -32,7 +32,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr std::size_t kDecodeRows = 4;
 
 inline bool SuitsDecodeRows(const detail::AttentionArgs& a, std::size_t rows) {
-  return a.weights == nullptr && rows <= kDecodeRows &&
+  return rows <= kDecodeRows &&
          a.shape.head_dim % hn::Lanes(hn::ScalableTag<float>()) == 0;
 }
 

@@ -181,17 +181,6 @@ class QueryTile {
     }
   }
 
-  // Row r of the [batch, num_heads, q_len, kv_len] weights output.
-  float* WeightsRow(std::size_t r) const {
-    return a_.weights +
-           ((task_.b * s_.num_heads + task_.head(r)) * s_.q_len + task_.query(r)) *
-               s_.kv_len;
-  }
-  // Score (after ComputeScores) or probability of row r and block key j.
-  float& ScoreAt(std::size_t j, std::size_t r) { return s_t_[j * ld_ + r]; }
-  // The materialized path's sums: its probabilities are already normalized.
-  void SetSumsToOne() { std::fill(sum_, sum_ + ld_, 1.0f); }
-
   // The accumulated O^T and the softmax state of the rows.
   detail::RowResults Results() const { return {o_t_, 1, ld_, max_, sum_}; }
 
