@@ -28,22 +28,12 @@
 #include "lib/attention/attention_args.h"
 #include "lib/attention/decode_rows-inl.h"
 #include "lib/attention/task.h"
-#include "lib/attention/weights_tile-inl.h"
-#include "lib/attention/query_tile-inl.h"
+#include "lib/attention/row_tile-inl.h"
 #include "lib/softmax/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace HWY_NAMESPACE {
-
-inline void FusedTile(QueryTile& tile) {
-  for (std::size_t j0 = tile.keys_begin(); j0 < tile.keys_end(); j0 += kKeyBlock) {
-    const std::size_t n = std::min(kKeyBlock, tile.keys_end() - j0);
-    tile.ComputeScores(j0, n);
-    tile.OnlineSoftmax(j0, n);
-    tile.AccumulateValues(j0, n);
-  }
-}
 
 // How the work is cut: a function of the shape alone.
 struct TaskGrid {
@@ -52,8 +42,7 @@ struct TaskGrid {
   explicit TaskGrid(const detail::AttentionArgs& args) {
     const AttentionShape& s = args.shape;
     group = s.num_heads / s.num_kv_heads;
-    const std::size_t rows_wanted = kPanelsPerTask * PanelWidth();
-    q_tile = std::min(s.q_len, std::max<std::size_t>(1, rows_wanted / group));
+    q_tile = std::min(s.q_len, std::max<std::size_t>(1, kRowsPerTask / group));
     q_tiles = (s.q_len + q_tile - 1) / q_tile;
     // Few tasks over many keys (decoding): split the keys into ranges of at
     // least 512, merged afterwards, so that every core has work.
@@ -64,7 +53,7 @@ struct TaskGrid {
       key_ranges = std::min((kTasksWanted + tasks - 1) / tasks,
                             std::max<std::size_t>(1, s.kv_len / kMinRangeKeys));
     }
-    range_keys = RoundUp((s.kv_len + key_ranges - 1) / key_ranges, kKeyBlock);
+    range_keys = RoundUp((s.kv_len + key_ranges - 1) / key_ranges, RowTile::kBlock);
   }
   std::size_t tasks(const AttentionShape& s) const {
     return s.batch * s.num_kv_heads * q_tiles * key_ranges;
@@ -128,17 +117,13 @@ inline void AttentionTasks(const detail::AttentionArgs& args) {
                              ? nullptr
                              : states.data() + t / grid.key_ranges * tile_states +
                                    t % grid.key_ranges * grid.group * grid.q_tile * stride;
-          if (args.weights) {
-            WeightsTile tile(args, rows);
-            tile.Run();
-            Finish(args, rows, tile.Results(), state);
-          } else if (SuitsDecodeRows(args, rows.count())) {
+          if (args.weights == nullptr && SuitsDecodeRows(args, rows.count())) {
             DecodeRows task(args, rows);
             task.Run();
             Finish(args, rows, task.Results(), state);
           } else {
-            QueryTile tile(args, rows);
-            FusedTile(tile);
+            RowTile tile(args, rows);
+            tile.Run();
             Finish(args, rows, tile.Results(), state);
           }
         }

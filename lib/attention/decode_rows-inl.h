@@ -32,7 +32,7 @@ namespace hn = hwy::HWY_NAMESPACE;
 constexpr std::size_t kDecodeRows = 4;
 
 inline bool SuitsDecodeRows(const detail::AttentionArgs& a, std::size_t rows) {
-  return rows <= kDecodeRows &&
+  return a.weights == nullptr && rows <= kDecodeRows &&
          a.shape.head_dim % hn::Lanes(hn::ScalableTag<float>()) == 0;
 }
 
@@ -103,17 +103,8 @@ class DecodeRows {
   }
 
   void OnlineSoftmax(std::size_t r, std::size_t j0, std::size_t n) {
-    float* s = scores_ + r * kBlock;
-    const std::size_t visible = Visible(r, j0, n);
-    const float new_max = std::max(max_[r], ScaledRowMax(s, visible, 1.0f));
-    if (new_max == kNegInf) {  // nothing seen yet: contributes nothing
-      std::memset(s, 0, visible * sizeof(float));
-      return;
-    }
-    const float correction = std::exp(max_[r] - new_max);  // 0 on the first keys
-    sum_[r] = sum_[r] * correction + ExpShiftedRow(s, s, visible, 1.0f, new_max);
-    max_[r] = new_max;
-    if (correction != 1.0f) ScaleRow(values_ + r * dim_, dim_, correction);
+    OnlineSoftmaxStep(scores_ + r * kBlock, Visible(r, j0, n), &max_[r], &sum_[r],
+                      values_ + r * dim_, dim_);
   }
 
   // values[r] += sum over visible j of p[r][j] * v_{j0+j}.

@@ -10,6 +10,8 @@
 #define MHA_LIB_SOFTMAX_ROW_INL_H_
 #endif
 
+#include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <cstring>
 #include <limits>
@@ -113,6 +115,24 @@ inline void SoftmaxRow(const float* x, float* y, std::size_t n, float scale) {
   }
   const float sum = ExpShiftedRow(x, y, n, scale, max);
   ScaleRow(y, n, 1.0f / sum);
+}
+
+// One step of the online softmax (FlashAttention) of one row: turns the
+// `visible` scores of a new block of keys into exp(s - new max), updates the
+// running max and sum, and rescales the row's accumulated values (dim floats)
+// by exp(old max - new max). While a row has seen nothing but -inf, its
+// probabilities are zeros and its state stays (-inf, 0).
+inline void OnlineSoftmaxStep(float* s, std::size_t visible, float* max,
+                              float* sum, float* values, std::size_t dim) {
+  const float new_max = std::max(*max, ScaledRowMax(s, visible, 1.0f));
+  if (new_max == kNegInf) {
+    std::memset(s, 0, visible * sizeof(float));
+    return;
+  }
+  const float correction = std::exp(*max - new_max);  // 0 on the first keys
+  *sum = *sum * correction + ExpShiftedRow(s, s, visible, 1.0f, new_max);
+  *max = new_max;
+  if (correction != 1.0f) ScaleRow(values, dim, correction);
 }
 
 }  // namespace HWY_NAMESPACE
