@@ -28,9 +28,8 @@ struct Tile {
 };
 
 // A where the kRows values of one step are contiguous and steps are
-// `step_stride` apart: element (r, p) at base[p * step_stride + r]. A packed
-// panel has step_stride == kRows; a block of V rows read as V^T has the
-// token stride.
+// `step_stride` apart: element (r, p) at base[p * step_stride + r], as in a
+// packed A panel (step_stride == kRows).
 struct PanelA {
   const float* base;
   std::size_t step_stride;
@@ -38,8 +37,8 @@ struct PanelA {
   float At(const float* step, std::size_t r) const { return step[r]; }
 };
 
-// A given as kRows row pointers: element (r, p) at rows[r][p] (keys read
-// straight from K, whatever its layout).
+// A given as kRows row pointers: element (r, p) at rows[r][p] (query or
+// score rows read in place, whatever their layout).
 template <std::size_t kRows>
 struct RowsA {
   const float* rows[kRows];

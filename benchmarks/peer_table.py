@@ -1,0 +1,50 @@
+#!/usr/bin/env python3
+"""Turns a Google Benchmark JSON of mha_benchmarks (with aggregates) into the
+README's table of mha against its peers: median rate per benchmark, and the
+ratio of mha to each peer row of the same shape.
+
+usage: peer_table.py RESULTS.json
+"""
+import json
+import sys
+
+PEERS = {"BM_SgemmOpenBLAS": "BM_Sgemm", "BM_AttentionComposedOpenBLAS": None,
+         "BM_AttentionComposedMha": None}
+NAMES = {"BM_Sgemm": "mha sgemm", "BM_SgemmOpenBLAS": "OpenBLAS sgemm",
+         "BM_AttentionFused": "mha attention, fused",
+         "BM_AttentionWithWeights": "mha attention, weights returned",
+         "BM_AttentionComposedMha": "unfused: mha sgemm + softmax + sgemm",
+         "BM_AttentionComposedOpenBLAS": "unfused: OpenBLAS sgemm + softmax + sgemm"}
+
+
+def main():
+    with open(sys.argv[1]) as f:
+        data = json.load(f)
+    medians = {}
+    for b in data["benchmarks"]:
+        if b.get("aggregate_name") != "median":
+            continue
+        name = b["run_name"].replace("/real_time", "")
+        if name.startswith(("BM_FmaPeak", "BM_MemoryRead")):
+            counter = "GFLOP/s" if name.startswith("BM_FmaPeak") else "GB/s"
+            print(f"{name.split('/')[0][3:]}: {b[counter]:.1f} {counter}")
+            continue
+        function, shape = name.split("/", 1)
+        rate, unit = (b["GFLOP/s"], "GFLOP/s")
+        if function.startswith("BM_Sgemm") and shape.startswith("m:1/"):
+            rate, unit = (b["GB/s"], "GB/s")
+        medians[(function, shape)] = (rate, unit)
+    print()
+    print("| shape | implementation | median | vs OpenBLAS |")
+    print("|---|---|---|---|")
+    for shape in dict.fromkeys(s for _, s in medians):
+        rows = [(f, medians[(f, s)]) for f, s in medians if s == shape]
+        peer = next((r for f, r in rows if "OpenBLAS" in f), None)
+        for function, (rate, unit) in rows:
+            ratio = f"{rate / peer[0]:.2f}x" if peer and "OpenBLAS" not in function else ""
+            print(f"| {shape.replace(':', '=').replace('/', ' ')} | {NAMES.get(function, function)} "
+                  f"| {rate:.1f} {unit} | {ratio} |")
+
+
+if __name__ == "__main__":
+    main()
