@@ -13,6 +13,7 @@
 #endif
 
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "hwy/highway.h"
@@ -28,6 +29,24 @@ inline void PackPanel(float* HWY_RESTRICT panel, std::size_t width,
                       const float* HWY_RESTRICT src, std::size_t c_stride,
                       std::size_t p_stride, std::size_t valid,
                       std::size_t depth) {
+  namespace hn = hwy::HWY_NAMESPACE;
+  const hn::ScalableTag<float> d;
+  const hn::RebindToSigned<decltype(d)> di;
+  const std::size_t lanes = hn::Lanes(d);
+  // A transposing copy (columns strided in memory) of a full panel: gather a
+  // vector of columns per step instead of one element at a time.
+  if (c_stride != 1 && valid == width && width % lanes == 0 &&
+      c_stride * width < (std::size_t{1} << 31)) {
+    const auto offsets =
+        hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<std::int32_t>(c_stride)));
+    for (std::size_t p = 0; p < depth; ++p) {
+      for (std::size_t c = 0; c < width; c += lanes) {
+        hn::StoreU(hn::GatherIndex(d, src + p * p_stride + c * c_stride, offsets), d,
+                   panel + p * width + c);
+      }
+    }
+    return;
+  }
   for (std::size_t p = 0; p < depth; ++p) {
     float* HWY_RESTRICT row = panel + p * width;
     const float* HWY_RESTRICT from = src + p * p_stride;
