@@ -37,8 +37,11 @@ def main():
     print()
     print("| shape | implementation | median | vs OpenBLAS |")
     print("|---|---|---|---|")
-    for shape in dict.fromkeys(s for _, s in medians):
-        rows = [(f, medians[(f, s)]) for f, s in medians if s == shape]
+    order = list(NAMES)
+    shapes = sorted({s for _, s in medians}, key=lambda s: (s.startswith("b:"), len(s), s))
+    for shape in shapes:
+        rows = sorted(((f, medians[(f, s)]) for f, s in medians if s == shape),
+                      key=lambda row: order.index(row[0]) if row[0] in order else len(order))
         peer = next((r for f, r in rows if "OpenBLAS" in f), None)
         for function, (rate, unit) in rows:
             ratio = f"{rate / peer[0]:.2f}x" if peer and "OpenBLAS" not in function else ""
