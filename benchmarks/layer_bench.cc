@@ -5,6 +5,12 @@
 namespace mha_bench {
 namespace {
 
+// A layer config from the benchmark's first three arguments.
+mha::MultiHeadAttentionConfig ConfigOf(const benchmark::State& state) {
+  return {std::size_t(state.range(0)), std::size_t(state.range(1)),
+          std::size_t(state.range(2)), false};
+}
+
 double LayerFlops(const mha::MultiHeadAttentionConfig& c, std::size_t rows,
                   double attention_pairs) {
   const double d = c.d_model, kv = c.num_kv_heads * (d / c.num_heads);
@@ -13,8 +19,7 @@ double LayerFlops(const mha::MultiHeadAttentionConfig& c, std::size_t rows,
 
 // args: d_model, heads, kv_heads, batch, seq
 void BM_Forward(benchmark::State& state) {
-  const mha::MultiHeadAttentionConfig c{std::size_t(state.range(0)), std::size_t(state.range(1)),
-                                        std::size_t(state.range(2)), false};
+  const mha::MultiHeadAttentionConfig c = ConfigOf(state);
   const std::size_t batch = state.range(3), seq = state.range(4);
   mha::MultiHeadAttention layer(c);
   layer.init_random(1);
@@ -35,8 +40,7 @@ BENCHMARK(BM_Forward)
 
 // One token per sequence against a cache holding `context` tokens.
 void BM_DecodeStep(benchmark::State& state) {
-  const mha::MultiHeadAttentionConfig c{std::size_t(state.range(0)), std::size_t(state.range(1)),
-                                        std::size_t(state.range(2)), false};
+  const mha::MultiHeadAttentionConfig c = ConfigOf(state);
   const std::size_t batch = state.range(3), context = state.range(4);
   mha::MultiHeadAttention layer(c);
   layer.init_random(1);

@@ -73,31 +73,31 @@ HWY_INLINE void MultiplyTile(std::size_t depth, const AOperand& a,
   }
 }
 
-// Stores the whole tile to rows of `ld` floats.
-template <class TileT>
-HWY_INLINE void StoreTile(const TileT& tile, float* HWY_RESTRICT out,
-                          std::size_t ld) {
-  const FloatTag d;
-  const std::size_t lanes = hn::Lanes(d);
+// Calls f(vector, address) for every vector of the tile, placed in rows of
+// `ld` floats from `out`.
+template <class TileT, class F>
+HWY_INLINE void ForEachTileVector(const TileT& tile, float* HWY_RESTRICT out,
+                                  std::size_t ld, F&& f) {
+  const std::size_t lanes = hn::Lanes(FloatTag());
   for (std::size_t r = 0; r < TileT::kRowCount; ++r) {
     for (std::size_t v = 0; v < TileT::kVecCount; ++v) {
-      hn::StoreU(tile.v[r][v], d, out + r * ld + v * lanes);
+      f(tile.v[r][v], out + r * ld + v * lanes);
     }
   }
 }
 
-// Adds the whole tile to rows of `ld` floats.
 template <class TileT>
-HWY_INLINE void AddTile(const TileT& tile, float* HWY_RESTRICT out,
-                        std::size_t ld) {
+HWY_INLINE void StoreTile(const TileT& tile, float* HWY_RESTRICT out, std::size_t ld) {
   const FloatTag d;
-  const std::size_t lanes = hn::Lanes(d);
-  for (std::size_t r = 0; r < TileT::kRowCount; ++r) {
-    for (std::size_t v = 0; v < TileT::kVecCount; ++v) {
-      float* at = out + r * ld + v * lanes;
-      hn::StoreU(hn::Add(hn::LoadU(d, at), tile.v[r][v]), d, at);
-    }
-  }
+  ForEachTileVector(tile, out, ld, [d](FloatVec v, float* at) { hn::StoreU(v, d, at); });
+}
+
+template <class TileT>
+HWY_INLINE void AddTile(const TileT& tile, float* HWY_RESTRICT out, std::size_t ld) {
+  const FloatTag d;
+  ForEachTileVector(tile, out, ld, [d](FloatVec v, float* at) {
+    hn::StoreU(hn::Add(hn::LoadU(d, at), v), d, at);
+  });
 }
 
 }  // namespace HWY_NAMESPACE
