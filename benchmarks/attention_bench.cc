@@ -19,12 +19,12 @@ namespace {
 // args: batch, heads, kv_heads, q_len, kv_len, head_dim, causal
 void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"b", "h", "kvh", "q", "kv", "d", "causal"});
-  b->Args({2, 8, 8, 10, 10, 64, 0});         // the seed's shape
-  b->Args({1, 25, 25, 1024, 1024, 64, 0});   // PyTorch flash-attention RFC shape
+  b->Args({2, 8, 8, 10, 10, 64, 0});        // the seed's shape
+  b->Args({1, 25, 25, 1024, 1024, 64, 0});  // PyTorch flash-attention RFC shape
   b->Args({1, 25, 25, 1024, 1024, 64, 1});
-  b->Args({4, 16, 16, 512, 512, 64, 1});     // batched causal prefill
-  b->Args({1, 32, 8, 1, 4096, 128, 0});      // GQA decode, long context
-  b->Args({8, 32, 32, 1, 2048, 128, 0});     // batched decode
+  b->Args({4, 16, 16, 512, 512, 64, 1});  // batched causal prefill
+  b->Args({1, 32, 8, 1, 4096, 128, 0});   // GQA decode, long context
+  b->Args({8, 32, 32, 1, 2048, 128, 0});  // batched decode
 }
 
 struct Problem {
@@ -43,8 +43,10 @@ struct Problem {
     k = RandomVector(s.batch * s.num_kv_heads * s.kv_len * s.head_dim, 2);
     v = RandomVector(k.size(), 3);
     out.resize(q.size());
-    q_layout = {s.num_heads * s.q_len * s.head_dim, s.q_len * s.head_dim, s.head_dim};
-    kv_layout = {s.num_kv_heads * s.kv_len * s.head_dim, s.kv_len * s.head_dim, s.head_dim};
+    q_layout = {s.num_heads * s.q_len * s.head_dim, s.q_len * s.head_dim,
+                s.head_dim};
+    kv_layout = {s.num_kv_heads * s.kv_len * s.head_dim, s.kv_len * s.head_dim,
+                 s.head_dim};
   }
   double Flops() const {
     return 4.0 * shape.batch * shape.num_heads * shape.head_dim *
@@ -53,8 +55,8 @@ struct Problem {
   // K and V read once, Q read and out written once.
   double Bytes() const { return 4.0 * (2 * q.size() + 2 * k.size()); }
   void Run(float* weights = nullptr) {
-    mha::attention(shape, q.data(), q_layout, k.data(), kv_layout, v.data(), kv_layout,
-                   out.data(), q_layout, mask, 0.0f, weights);
+    mha::attention(shape, q.data(), q_layout, k.data(), kv_layout, v.data(),
+                   kv_layout, out.data(), q_layout, mask, 0.0f, weights);
   }
 };
 
@@ -67,7 +69,8 @@ BENCHMARK(BM_AttentionFused)->Apply(Shapes)->UseRealTime();
 
 void BM_AttentionWithWeights(benchmark::State& state) {
   Problem p(state);
-  std::vector<float> weights(p.shape.batch * p.shape.num_heads * p.shape.q_len * p.shape.kv_len);
+  std::vector<float> weights(p.shape.batch * p.shape.num_heads * p.shape.q_len *
+                             p.shape.kv_len);
   for (auto _ : state) p.Run(weights.data());
   Report(state, p.Flops(), p.Bytes() + 4.0 * weights.size());
 }
@@ -78,32 +81,36 @@ BENCHMARK(BM_AttentionWithWeights)->Apply(Shapes)->UseRealTime();
 template <class Gemm>
 void RunComposed(Problem& p, std::vector<float>& scores, Gemm&& gemm) {
   const auto& s = p.shape;
-  const std::size_t group = s.num_heads / s.num_kv_heads, qk = s.q_len * s.kv_len;
+  const std::size_t group = s.num_heads / s.num_kv_heads,
+                    qk = s.q_len * s.kv_len;
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   tbb::parallel_for(std::size_t{0}, s.batch * s.num_heads, [&](std::size_t bh) {
     const std::size_t b = bh / s.num_heads, h = bh % s.num_heads;
     const float* q = p.q.data() + b * p.q_layout.batch + h * p.q_layout.head;
-    const std::size_t kv_offset = b * p.kv_layout.batch + h / group * p.kv_layout.head;
+    const std::size_t kv_offset =
+        b * p.kv_layout.batch + h / group * p.kv_layout.head;
     float* sc = scores.data() + bh * qk;
-    gemm(false, true, s.q_len, s.kv_len, s.head_dim, scale, q, p.k.data() + kv_offset, sc);
+    gemm(false, true, s.q_len, s.kv_len, s.head_dim, scale, q,
+         p.k.data() + kv_offset, sc);
     mha::softmax(sc, s.kv_len, sc, s.kv_len, s.q_len, s.kv_len);
-    gemm(false, false, s.q_len, s.head_dim, s.kv_len, 1.0f, sc, p.v.data() + kv_offset,
+    gemm(false, false, s.q_len, s.head_dim, s.kv_len, 1.0f, sc,
+         p.v.data() + kv_offset,
          p.out.data() + b * p.q_layout.batch + h * p.q_layout.head);
   });
 }
 
-void ComposedArgs(benchmark::internal::Benchmark* b) {
-  Shapes(b);
-}
+void ComposedArgs(benchmark::internal::Benchmark* b) { Shapes(b); }
 
 void BM_AttentionComposedMha(benchmark::State& state) {
   Problem p(state);
   if (p.mask.causal) return state.SkipWithError("composition is unmasked");
-  std::vector<float> scores(p.shape.batch * p.shape.num_heads * p.shape.q_len * p.shape.kv_len);
-  auto gemm = [](bool, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
-                 const float* a, const float* b, float* c) {
-    mha::sgemm(mha::Transpose::No, tb ? mha::Transpose::Yes : mha::Transpose::No, m, n, k,
-               alpha, a, k, b, tb ? k : n, 0.0f, c, n);
+  std::vector<float> scores(p.shape.batch * p.shape.num_heads * p.shape.q_len *
+                            p.shape.kv_len);
+  auto gemm = [](bool, bool tb, std::size_t m, std::size_t n, std::size_t k,
+                 float alpha, const float* a, const float* b, float* c) {
+    mha::sgemm(mha::Transpose::No,
+               tb ? mha::Transpose::Yes : mha::Transpose::No, m, n, k, alpha, a,
+               k, b, tb ? k : n, 0.0f, c, n);
   };
   for (auto _ : state) RunComposed(p, scores, gemm);
   Report(state, p.Flops(), p.Bytes());
@@ -115,11 +122,12 @@ void BM_AttentionComposedOpenBLAS(benchmark::State& state) {
   Problem p(state);
   if (p.mask.causal) return state.SkipWithError("composition is unmasked");
   openblas_set_num_threads(1);  // heads run in parallel already
-  std::vector<float> scores(p.shape.batch * p.shape.num_heads * p.shape.q_len * p.shape.kv_len);
-  auto gemm = [](bool, bool tb, std::size_t m, std::size_t n, std::size_t k, float alpha,
-                 const float* a, const float* b, float* c) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k, alpha,
-                a, k, b, tb ? k : n, 0.0f, c, n);
+  std::vector<float> scores(p.shape.batch * p.shape.num_heads * p.shape.q_len *
+                            p.shape.kv_len);
+  auto gemm = [](bool, bool tb, std::size_t m, std::size_t n, std::size_t k,
+                 float alpha, const float* a, const float* b, float* c) {
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
+                n, k, alpha, a, k, b, tb ? k : n, 0.0f, c, n);
   };
   for (auto _ : state) RunComposed(p, scores, gemm);
   Report(state, p.Flops(), p.Bytes(), "OpenBLAS+mha::softmax");

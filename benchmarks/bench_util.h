@@ -30,10 +30,12 @@ inline void Report(benchmark::State& state, double flops, double bytes = 0.0,
   state.SetLabel(peer.empty() ? mha::last_kernel_target() : peer);
   using benchmark::Counter;
   if (flops > 0) {
-    state.counters["GFLOP/s"] = Counter(flops * 1e-9, Counter::kIsIterationInvariantRate);
+    state.counters["GFLOP/s"] =
+        Counter(flops * 1e-9, Counter::kIsIterationInvariantRate);
   }
   if (bytes > 0) {
-    state.counters["GB/s"] = Counter(bytes * 1e-9, Counter::kIsIterationInvariantRate);
+    state.counters["GB/s"] =
+        Counter(bytes * 1e-9, Counter::kIsIterationInvariantRate);
   }
 }
 
@@ -42,8 +44,10 @@ inline double VisiblePairs(std::size_t q_len, std::size_t kv_len, bool causal) {
   if (!causal) return static_cast<double>(q_len) * kv_len;
   double pairs = 0;
   for (std::size_t i = 0; i < q_len; ++i) {
-    const long long seen = static_cast<long long>(i + kv_len) - static_cast<long long>(q_len) + 1;
-    pairs += seen < 0 ? 0 : (seen > static_cast<long long>(kv_len) ? kv_len : seen);
+    const long long seen =
+        static_cast<long long>(i + kv_len) - static_cast<long long>(q_len) + 1;
+    pairs +=
+        seen < 0 ? 0 : (seen > static_cast<long long>(kv_len) ? kv_len : seen);
   }
   return pairs;
 }

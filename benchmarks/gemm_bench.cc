@@ -12,12 +12,12 @@ namespace {
 
 void GemmArgs(benchmark::internal::Benchmark* b) {
   for (int n : {64, 128, 256, 512, 1024, 2048}) b->Args({n, n, n});
-  b->Args({512, 512, 64});    // Q K^T of one head
-  b->Args({512, 64, 512});    // P V of one head
+  b->Args({512, 512, 64});      // Q K^T of one head
+  b->Args({512, 64, 512});      // P V of one head
   b->Args({1024, 3072, 1024});  // fused QKV projection of 1024 tokens
-  b->Args({1, 4096, 1024});   // decode projection (GEMV), weights in L3
-  b->Args({1, 8192, 4096});   // decode projection, weights past L3 (DRAM)
-  b->Args({16, 4096, 1024});  // small-batch decode projection
+  b->Args({1, 4096, 1024});     // decode projection (GEMV), weights in L3
+  b->Args({1, 8192, 4096});     // decode projection, weights past L3 (DRAM)
+  b->Args({16, 4096, 1024});    // small-batch decode projection
 }
 
 void BM_Sgemm(benchmark::State& state) {
@@ -25,8 +25,8 @@ void BM_Sgemm(benchmark::State& state) {
   const auto a = RandomVector(m * k, 1), b = RandomVector(k * n, 2);
   std::vector<float> c(m * n);
   for (auto _ : state) {
-    mha::sgemm(mha::Transpose::No, mha::Transpose::No, m, n, k, 1.0f, a.data(), k, b.data(),
-               n, 0.0f, c.data(), n);
+    mha::sgemm(mha::Transpose::No, mha::Transpose::No, m, n, k, 1.0f, a.data(),
+               k, b.data(), n, 0.0f, c.data(), n);
     benchmark::DoNotOptimize(c.data());
   }
   Report(state, 2.0 * m * n * k, 4.0 * (m * k + k * n + m * n));
@@ -40,13 +40,16 @@ void BM_SgemmOpenBLAS(benchmark::State& state) {
   const auto a = RandomVector(m * k, 1), b = RandomVector(k * n, 2);
   std::vector<float> c(m * n);
   for (auto _ : state) {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k,
-                b.data(), n, 0.0f, c.data(), n);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f,
+                a.data(), k, b.data(), n, 0.0f, c.data(), n);
     benchmark::DoNotOptimize(c.data());
   }
   Report(state, 2.0 * m * n * k, 4.0 * (m * k + k * n + m * n), "OpenBLAS");
 }
-BENCHMARK(BM_SgemmOpenBLAS)->Apply(GemmArgs)->ArgNames({"m", "n", "k"})->UseRealTime();
+BENCHMARK(BM_SgemmOpenBLAS)
+    ->Apply(GemmArgs)
+    ->ArgNames({"m", "n", "k"})
+    ->UseRealTime();
 #endif
 
 }  // namespace

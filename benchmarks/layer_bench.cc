@@ -14,7 +14,8 @@ mha::MultiHeadAttentionConfig ConfigOf(const benchmark::State& state) {
 double LayerFlops(const mha::MultiHeadAttentionConfig& c, std::size_t rows,
                   double attention_pairs) {
   const double d = c.d_model, kv = c.num_kv_heads * (d / c.num_heads);
-  return 2.0 * rows * d * (d + 2 * kv) + 2.0 * rows * d * d + 4.0 * attention_pairs * d;
+  return 2.0 * rows * d * (d + 2 * kv) + 2.0 * rows * d * d +
+         4.0 * attention_pairs * d;
 }
 
 // args: d_model, heads, kv_heads, batch, seq
@@ -33,7 +34,7 @@ void BM_Forward(benchmark::State& state) {
 }
 BENCHMARK(BM_Forward)
     ->ArgNames({"d", "h", "kvh", "b", "seq"})
-    ->Args({512, 8, 8, 2, 10})      // the seed documents' example
+    ->Args({512, 8, 8, 2, 10})  // the seed documents' example
     ->Args({1024, 16, 16, 1, 512})
     ->Args({2048, 16, 4, 4, 256})
     ->UseRealTime();

@@ -18,12 +18,14 @@ int main(int argc, char** argv) {
   int kept = 1;
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--mha_list_targets") == 0) {
-      for (const std::string& target : mha::supported_targets()) std::printf("%s\n", target.c_str());
+      for (const std::string& target : mha::supported_targets())
+        std::printf("%s\n", target.c_str());
       return 0;
     }
     if (std::strncmp(argv[i], "--mha_threads=", 14) == 0) {
       thread_cap = std::make_unique<tbb::global_control>(
-          tbb::global_control::max_allowed_parallelism, std::atoi(argv[i] + 14));
+          tbb::global_control::max_allowed_parallelism,
+          std::atoi(argv[i] + 14));
       continue;
     }
     argv[kept++] = argv[i];
@@ -31,8 +33,9 @@ int main(int argc, char** argv) {
   argc = kept;
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("mha_target", mha::active_target());
-  benchmark::AddCustomContext("mha_threads", std::to_string(tbb::global_control::active_value(
-                                                 tbb::global_control::max_allowed_parallelism)));
+  benchmark::AddCustomContext(
+      "mha_threads", std::to_string(tbb::global_control::active_value(
+                         tbb::global_control::max_allowed_parallelism)));
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   return 0;

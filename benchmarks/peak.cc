@@ -48,7 +48,8 @@ float ReadAll(const float* data, std::size_t count) {
     c = hn::Add(c, hn::LoadU(d, data + i + 2 * lanes));
     e = hn::Add(e, hn::LoadU(d, data + i + 3 * lanes));
   }
-  float sum = hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a, b), hn::Add(c, e))));
+  float sum =
+      hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a, b), hn::Add(c, e))));
   for (; i < count; ++i) sum += data[i];
   return sum;
 }
@@ -96,30 +97,38 @@ void BM_FmaPeak(benchmark::State& state) {
   for (auto _ : state) {
     flops = 0;
     std::vector<double> per_thread(threads);
-    tbb::parallel_for(0, threads, [&](int t) {
-      per_thread[t] = HWY_DISPATCH_TABLE(FmaLoop)[index](1 << 20, &sinks[t * 16]);
-    }, tbb::static_partitioner());
+    tbb::parallel_for(
+        0, threads,
+        [&](int t) {
+          per_thread[t] =
+              HWY_DISPATCH_TABLE(FmaLoop)[index](1 << 20, &sinks[t * 16]);
+        },
+        tbb::static_partitioner());
     for (double f : per_thread) flops += f;
   }
   state.SetLabel(HWY_DISPATCH_TABLE(PeakTargetName)[index]());
-  state.counters["GFLOP/s"] =
-      benchmark::Counter(flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.counters["GFLOP/s"] = benchmark::Counter(
+      flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 BENCHMARK(BM_FmaPeak)->UseRealTime();
 
 void BM_MemoryRead(benchmark::State& state) {
   const std::size_t index = IndexOfActiveTarget();
   if (index == 0) return state.SkipWithError("active target not compiled here");
-  const std::size_t count = std::size_t(state.range(0)) << 20;  // MiB of floats * 4
+  const std::size_t count = std::size_t(state.range(0))
+                            << 20;  // MiB of floats * 4
   std::vector<float> data(count, 1.0f);
   const int threads = tbb::this_task_arena::max_concurrency();
   const std::size_t chunk = (count + threads - 1) / threads;
   for (auto _ : state) {
-    tbb::parallel_for(0, threads, [&](int t) {
-      const std::size_t begin = std::min(count, t * chunk);
-      benchmark::DoNotOptimize(HWY_DISPATCH_TABLE(ReadAll)[index](
-          data.data() + begin, std::min(chunk, count - begin)));
-    }, tbb::static_partitioner());
+    tbb::parallel_for(
+        0, threads,
+        [&](int t) {
+          const std::size_t begin = std::min(count, t * chunk);
+          benchmark::DoNotOptimize(HWY_DISPATCH_TABLE(ReadAll)[index](
+              data.data() + begin, std::min(chunk, count - begin)));
+        },
+        tbb::static_partitioner());
   }
   state.SetLabel(HWY_DISPATCH_TABLE(PeakTargetName)[index]());
   state.counters["GB/s"] = benchmark::Counter(

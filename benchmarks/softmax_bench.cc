@@ -15,8 +15,12 @@ void BM_Softmax(benchmark::State& state) {
   Report(state, 4.0 * rows * cols, 8.0 * rows * cols);
 }
 BENCHMARK(BM_Softmax)
-    ->Args({1024, 10})->Args({1024, 1024})->Args({64, 32768})->Args({4096, 4096})
-    ->ArgNames({"rows", "cols"})->UseRealTime();
+    ->Args({1024, 10})
+    ->Args({1024, 1024})
+    ->Args({64, 32768})
+    ->Args({4096, 4096})
+    ->ArgNames({"rows", "cols"})
+    ->UseRealTime();
 
 }  // namespace
 }  // namespace mha_bench

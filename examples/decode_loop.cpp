@@ -1,6 +1,7 @@
 // An engine-style decode loop: prefill a prompt through the KV cache, then
 // generate token by token, inside an engine-owned task_arena that caps the
 // threads mha may use.
+#include <mha/mha.h>
 #include <tbb/task_arena.h>
 
 #include <algorithm>
@@ -9,10 +10,9 @@
 #include <random>
 #include <vector>
 
-#include <mha/mha.h>
-
 int main() {
-  const mha::MultiHeadAttentionConfig config{1024, 16, 4, true};  // grouped-query
+  const mha::MultiHeadAttentionConfig config{1024, 16, 4,
+                                             true};  // grouped-query
   mha::MultiHeadAttention layer(config);
   layer.init_random(1);
   const std::size_t batch = 2, prompt = 128, steps = 64, d = config.d_model;
@@ -25,7 +25,8 @@ int main() {
 
   tbb::task_arena arena(2);  // the engine decides how many threads mha gets
   arena.execute([&] {
-    layer.forward_cached(x.data(), batch, prompt, cache, out.data());  // prefill
+    layer.forward_cached(x.data(), batch, prompt, cache,
+                         out.data());  // prefill
     const auto start = std::chrono::steady_clock::now();
     std::vector<float> token(batch * d), next(batch * d);
     for (std::size_t step = 0; step < steps; ++step) {
@@ -35,10 +36,12 @@ int main() {
       out.swap(next);
     }
     const double seconds =
-        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-    std::printf("decoded %zu steps x batch %zu on %s: %.3f ms/step, cache %zu/%zu\n",
-                steps, batch, mha::last_kernel_target().c_str(), 1e3 * seconds / steps,
-                cache.length(), cache.capacity());
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+            .count();
+    std::printf(
+        "decoded %zu steps x batch %zu on %s: %.3f ms/step, cache %zu/%zu\n",
+        steps, batch, mha::last_kernel_target().c_str(), 1e3 * seconds / steps,
+        cache.length(), cache.capacity());
   });
   return 0;
 }

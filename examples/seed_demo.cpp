@@ -2,20 +2,22 @@
 // sequence 10, random N(0,1)*sqrt(2/d_model) weights and N(0,1) inputs.
 // Prints like the seed's NumPy script: the input query and the output, with
 // NumPy's abbreviation of long arrays.
+#include <mha/mha.h>
+
 #include <cstdio>
 #include <random>
 #include <vector>
-
-#include <mha/mha.h>
 
 namespace {
 
 // Prints a [d0, d1, d2] array as NumPy does past 1000 elements: the first and
 // last three entries of each axis, "..." between.
-void PrintAbbreviated(const std::vector<float>& x, std::size_t d0, std::size_t d1,
-                      std::size_t d2) {
+void PrintAbbreviated(const std::vector<float>& x, std::size_t d0,
+                      std::size_t d1, std::size_t d2) {
   constexpr std::size_t kEdge = 3;
-  auto shown = [](std::size_t n, std::size_t i) { return n <= 2 * kEdge || i < kEdge || i >= n - kEdge; };
+  auto shown = [](std::size_t n, std::size_t i) {
+    return n <= 2 * kEdge || i < kEdge || i >= n - kEdge;
+  };
   std::printf("[");
   for (std::size_t a = 0; a < d0; ++a) {
     std::printf(a == 0 ? "[" : "\n\n [");
@@ -55,22 +57,26 @@ int main() {
     for (float& v : x) v = randn(engine);
     return x;
   };
-  const std::vector<float> q = random_input(), k = random_input(), v = random_input();
+  const std::vector<float> q = random_input(), k = random_input(),
+                           v = random_input();
 
   // Performing multi-head attention.
   std::vector<float> output(batch_size * seq_len * d_model);
-  std::vector<float> attention_weights(batch_size * num_heads * seq_len * seq_len);
-  multi_head_attn.forward(q.data(), k.data(), v.data(), batch_size, seq_len, seq_len,
-                          output.data(), {}, attention_weights.data());
+  std::vector<float> attention_weights(batch_size * num_heads * seq_len *
+                                       seq_len);
+  multi_head_attn.forward(q.data(), k.data(), v.data(), batch_size, seq_len,
+                          seq_len, output.data(), {}, attention_weights.data());
 
   std::printf("Input Query (Q):\n");
   PrintAbbreviated(q, batch_size, seq_len, d_model);
   std::printf("Multi-Head Attention Output:\n");
   PrintAbbreviated(output, batch_size, seq_len, d_model);
-  std::printf("Attention weights shape: (%zu, %zu, %zu, %zu)\n", batch_size, num_heads,
-              seq_len, seq_len);
-  std::printf("Kernels ran on: %s (supported:", mha::last_kernel_target().c_str());
-  for (const std::string& target : mha::supported_targets()) std::printf(" %s", target.c_str());
+  std::printf("Attention weights shape: (%zu, %zu, %zu, %zu)\n", batch_size,
+              num_heads, seq_len, seq_len);
+  std::printf("Kernels ran on: %s (supported:",
+              mha::last_kernel_target().c_str());
+  for (const std::string& target : mha::supported_targets())
+    std::printf(" %s", target.c_str());
   std::printf(")\n");
   return 0;
 }

@@ -24,9 +24,11 @@ struct StridedTensor {
     layout.head = tokens * layout.token + 5;
     layout.batch = heads * layout.head + 7;
     data.assign(batch * layout.batch + 1, kNaN);
-    const std::vector<float> values = RandomVector(batch * heads * tokens * head_dim, seed);
+    const std::vector<float> values =
+        RandomVector(batch * heads * tokens * head_dim, seed);
     std::size_t next = 0;
-    ForEach(batch, heads, tokens, head_dim, [&](std::size_t at) { data[at] = values[next++]; });
+    ForEach(batch, heads, tokens, head_dim,
+            [&](std::size_t at) { data[at] = values[next++]; });
   }
   template <class F>
   void ForEach(std::size_t batch, std::size_t heads, std::size_t tokens,
@@ -53,7 +55,8 @@ class AttentionTest : public PerTarget {
     std::fill(out.data.begin(), out.data.end(), kNaN);
     std::vector<std::int32_t> lengths(s.batch);
     for (std::size_t b = 0; b < s.batch; ++b) {
-      lengths[b] = static_cast<std::int32_t>((s.kv_len * (b + 1)) / (s.batch + 1));
+      lengths[b] =
+          static_cast<std::int32_t>((s.kv_len * (b + 1)) / (s.batch + 1));
     }
     std::vector<float> bias = RandomVector(s.q_len * s.kv_len, 25, -2, 2);
     for (std::size_t i = 0; i < bias.size(); i += 7) bias[i] = -kInf;
@@ -61,14 +64,16 @@ class AttentionTest : public PerTarget {
     mask.causal = masks & kCausal;
     if (masks & kLengths) mask.kv_lengths = lengths.data();
     if (masks & kBias) mask.bias = bias.data();
-    std::vector<float> weights(with_weights ? s.batch * s.num_heads * s.q_len * s.kv_len : 0, kNaN);
+    std::vector<float> weights(
+        with_weights ? s.batch * s.num_heads * s.q_len * s.kv_len : 0, kNaN);
 
-    mha::attention(s, q.data.data(), q.layout, k.data.data(), k.layout, v.data.data(),
-                   v.layout, out.data.data(), out.layout, mask, scale,
-                   with_weights ? weights.data() : nullptr);
+    mha::attention(s, q.data.data(), q.layout, k.data.data(), k.layout,
+                   v.data.data(), v.layout, out.data.data(), out.layout, mask,
+                   scale, with_weights ? weights.data() : nullptr);
     ExpectRanOnTarget();
 
-    const double used_scale = scale != 0.0f ? scale : 1.0 / std::sqrt(double(s.head_dim));
+    const double used_scale =
+        scale != 0.0f ? scale : 1.0 / std::sqrt(double(s.head_dim));
     const ReferenceAttentionResult want =
         ReferenceAttention(s, q.data.data(), q.layout, k.data.data(), k.layout,
                            v.data.data(), v.layout, mask, used_scale);
@@ -79,40 +84,52 @@ class AttentionTest : public PerTarget {
       in_view[at] = true;
     });
     for (std::size_t i = 0; i < out.data.size(); ++i) {
-      if (!in_view[i]) ASSERT_TRUE(std::isnan(out.data[i])) << "wrote outside the view";
+      if (!in_view[i])
+        ASSERT_TRUE(std::isnan(out.data[i])) << "wrote outside the view";
     }
     const std::string what = Describe(s, masks, with_weights);
     const double tolerance = (s.head_dim + 64) * 0x1.0p-22;
-    EXPECT_LE(RelativeError("attention", got.data(), want.out.data(), got.size()), tolerance)
+    EXPECT_LE(
+        RelativeError("attention", got.data(), want.out.data(), got.size()),
+        tolerance)
         << what;
     for (std::size_t i = 0; i < got.size(); ++i) {
-      if (want.out[i] == 0.0) ASSERT_EQ(got[i], 0.0f) << "row with no key not zero; " << what;
+      if (want.out[i] == 0.0)
+        ASSERT_EQ(got[i], 0.0f) << "row with no key not zero; " << what;
     }
     if (!with_weights) return;
-    EXPECT_LE(RelativeError("attention weights", weights.data(), want.weights.data(),
-                            weights.size(), 1.0),
+    EXPECT_LE(RelativeError("attention weights", weights.data(),
+                            want.weights.data(), weights.size(), 1.0),
               tolerance)
         << what;
     for (std::size_t i = 0; i < weights.size(); ++i) {
-      if (want.weights[i] == 0.0) ASSERT_EQ(weights[i], 0.0f) << "hidden key weight; " << what;
+      if (want.weights[i] == 0.0)
+        ASSERT_EQ(weights[i], 0.0f) << "hidden key weight; " << what;
     }
   }
 
   static std::string Describe(const mha::AttentionShape& s, int masks, bool w) {
-    return "shape {" + std::to_string(s.batch) + "," + std::to_string(s.num_heads) + "," +
-           std::to_string(s.num_kv_heads) + "," + std::to_string(s.q_len) + "," +
-           std::to_string(s.kv_len) + "," + std::to_string(s.head_dim) + "} masks " +
+    return "shape {" + std::to_string(s.batch) + "," +
+           std::to_string(s.num_heads) + "," + std::to_string(s.num_kv_heads) +
+           "," + std::to_string(s.q_len) + "," + std::to_string(s.kv_len) +
+           "," + std::to_string(s.head_dim) + "} masks " +
            std::to_string(masks) + (w ? " with weights" : " fused");
   }
 };
 
 TEST_P(AttentionTest, ShapesMasksAndWeights) {
   const mha::AttentionShape shapes[] = {
-      {1, 1, 1, 1, 1, 1},     {2, 4, 4, 10, 10, 64},  {1, 8, 2, 7, 300, 15},
-      {2, 4, 1, 13, 517, 128}, {1, 2, 2, 50, 3, 64},  {1, 3, 3, 1, 1000, 64},
-      {3, 6, 3, 33, 33, 16},  {1, 16, 1, 2, 40, 32},
+      {1, 1, 1, 1, 1, 1},
+      {2, 4, 4, 10, 10, 64},
+      {1, 8, 2, 7, 300, 15},
+      {2, 4, 1, 13, 517, 128},
+      {1, 2, 2, 50, 3, 64},
+      {1, 3, 3, 1, 1000, 64},
+      {3, 6, 3, 33, 33, 16},
+      {1, 16, 1, 2, 40, 32},
       // Decode shapes with few tasks: the keys are split into ranges.
-      {1, 4, 1, 1, 2100, 64}, {1, 2, 2, 3, 1500, 24},
+      {1, 4, 1, 1, 2100, 64},
+      {1, 2, 2, 3, 1500, 24},
   };
   for (const mha::AttentionShape& s : shapes) {
     for (int masks : {int{kNone}, int{kCausal}, int{kLengths}, int{kBias},
@@ -137,15 +154,16 @@ TEST_P(AttentionTest, RowsThatSeeNoKeyAreZero) {
   const mha::AttentionShape s{1, 2, 2, 3, 0, 4};
   std::vector<float> q(24, 1.0f), out(24, kNaN);
   const mha::Layout l{12, 12, 4};  // not a real view of q: heads share rows
-  mha::attention(s, q.data(), {24, 12, 4}, nullptr, l, nullptr, l, out.data(), {24, 12, 4});
+  mha::attention(s, q.data(), {24, 12, 4}, nullptr, l, nullptr, l, out.data(),
+                 {24, 12, 4});
   for (float x : out) EXPECT_EQ(x, 0.0f);
 }
 
 TEST_P(AttentionTest, EmptyBatchOrQueriesDoNothing) {
-  EXPECT_NO_THROW(mha::attention({0, 0, 0, 5, 5, 0}, nullptr, {}, nullptr, {}, nullptr, {},
-                                 nullptr, {}));
-  EXPECT_NO_THROW(mha::attention({2, 0, 0, 0, 5, 0}, nullptr, {}, nullptr, {}, nullptr, {},
-                                 nullptr, {}));
+  EXPECT_NO_THROW(mha::attention({0, 0, 0, 5, 5, 0}, nullptr, {}, nullptr, {},
+                                 nullptr, {}, nullptr, {}));
+  EXPECT_NO_THROW(mha::attention({2, 0, 0, 0, 5, 0}, nullptr, {}, nullptr, {},
+                                 nullptr, {}, nullptr, {}));
 }
 
 MHA_INSTANTIATE_PER_TARGET(AttentionTest);
@@ -157,15 +175,17 @@ TEST(AttentionErrors, BadArgumentsThrowAndWriteNothing) {
   const mha::Layout q_l{4 * 3 * 8, 3 * 8, 8}, kv_l{2 * 5 * 8, 5 * 8, 8};
   const std::int32_t bad_lengths[][2] = {{5, 6}, {-1, 2}};
   auto expect_throw = [&](const std::string& name, mha::AttentionShape s,
-                          const float* q, const float* k, const float* v, float* o,
-                          const std::int32_t* lengths) {
+                          const float* q, const float* k, const float* v,
+                          float* o, const std::int32_t* lengths) {
     mha::AttentionMask mask;
     mask.kv_lengths = lengths;
     try {
-      mha::attention(s, q, q_l, k, kv_l, v, kv_l, o, q_l, mask, 0.0f, weights.data());
+      mha::attention(s, q, q_l, k, kv_l, v, kv_l, o, q_l, mask, 0.0f,
+                     weights.data());
       ADD_FAILURE() << "no exception for " << name;
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos)
+          << e.what();
     }
     for (float x : out) ASSERT_EQ(x, 7.0f);
     for (float x : weights) ASSERT_EQ(x, 7.0f);
@@ -176,10 +196,15 @@ TEST(AttentionErrors, BadArgumentsThrowAndWriteNothing) {
     s.*field = value;
     return s;
   };
-  expect_throw("num_heads (0)", with(&mha::AttentionShape::num_heads, 0), d, d, d, out.data(), nullptr);
-  expect_throw("num_kv_heads (0)", with(&mha::AttentionShape::num_kv_heads, 0), d, d, d, out.data(), nullptr);
-  expect_throw("head_dim (0)", with(&mha::AttentionShape::head_dim, 0), d, d, d, out.data(), nullptr);
-  expect_throw("num_kv_heads (3) must divide", with(&mha::AttentionShape::num_kv_heads, 3), d, d, d, out.data(), nullptr);
+  expect_throw("num_heads (0)", with(&mha::AttentionShape::num_heads, 0), d, d,
+               d, out.data(), nullptr);
+  expect_throw("num_kv_heads (0)", with(&mha::AttentionShape::num_kv_heads, 0),
+               d, d, d, out.data(), nullptr);
+  expect_throw("head_dim (0)", with(&mha::AttentionShape::head_dim, 0), d, d, d,
+               out.data(), nullptr);
+  expect_throw("num_kv_heads (3) must divide",
+               with(&mha::AttentionShape::num_kv_heads, 3), d, d, d, out.data(),
+               nullptr);
   expect_throw("q must not be null", good, nullptr, d, d, out.data(), nullptr);
   expect_throw("k must not be null", good, d, nullptr, d, out.data(), nullptr);
   expect_throw("v must not be null", good, d, d, nullptr, out.data(), nullptr);

@@ -21,10 +21,11 @@ class DeterminismTest : public PerTarget {
 
 TEST_P(DeterminismTest, Sgemm) {
   const std::size_t m = 333, n = 301, k = 517;
-  const std::vector<float> a = RandomVector(m * k, 1), b = RandomVector(k * n, 2);
+  const std::vector<float> a = RandomVector(m * k, 1),
+                           b = RandomVector(k * n, 2);
   ExpectSameOnOneAndTwoThreads(m * n, [&](float* c) {
-    mha::sgemm(mha::Transpose::No, mha::Transpose::Yes, m, n, k, 1.0f, a.data(), k,
-               b.data(), k, 0.0f, c, n);
+    mha::sgemm(mha::Transpose::No, mha::Transpose::Yes, m, n, k, 1.0f, a.data(),
+               k, b.data(), k, 0.0f, c, n);
   });
 }
 
@@ -39,22 +40,25 @@ TEST_P(DeterminismTest, AttentionFusedAndWithWeights) {
   const mha::AttentionShape s{2, 8, 2, 67, 301, 64};
   const std::vector<float> q = RandomVector(2 * 8 * 67 * 64, 4);
   const std::vector<float> kv = RandomVector(2 * 2 * 301 * 64, 5);
-  const mha::Layout ql{8 * 67 * 64, 67 * 64, 64}, kvl{2 * 301 * 64, 301 * 64, 64};
+  const mha::Layout ql{8 * 67 * 64, 67 * 64, 64},
+      kvl{2 * 301 * 64, 301 * 64, 64};
   mha::AttentionMask mask;
   mask.causal = true;
   ExpectSameOnOneAndTwoThreads(q.size(), [&](float* out) {
-    mha::attention(s, q.data(), ql, kv.data(), kvl, kv.data(), kvl, out, ql, mask);
+    mha::attention(s, q.data(), ql, kv.data(), kvl, kv.data(), kvl, out, ql,
+                   mask);
   });
   std::vector<float> weights(2 * 8 * 67 * 301);
   ExpectSameOnOneAndTwoThreads(q.size(), [&](float* out) {
-    mha::attention(s, q.data(), ql, kv.data(), kvl, kv.data(), kvl, out, ql, mask, 0.0f,
-                   weights.data());
+    mha::attention(s, q.data(), ql, kv.data(), kvl, kv.data(), kvl, out, ql,
+                   mask, 0.0f, weights.data());
   });
 }
 
 TEST_P(DeterminismTest, AttentionDecodeWithSplitKeys) {
   const mha::AttentionShape s{1, 8, 1, 1, 5000, 128};
-  const std::vector<float> q = RandomVector(8 * 128, 7), kv = RandomVector(5000 * 128, 8);
+  const std::vector<float> q = RandomVector(8 * 128, 7),
+                           kv = RandomVector(5000 * 128, 8);
   const mha::Layout ql{8 * 128, 128, 128}, kvl{5000 * 128, 5000 * 128, 128};
   ExpectSameOnOneAndTwoThreads(q.size(), [&](float* out) {
     mha::attention(s, q.data(), ql, kv.data(), kvl, kv.data(), kvl, out, ql);

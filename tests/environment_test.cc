@@ -17,12 +17,13 @@ std::string Expected() {
 
 TEST(Environment, MhaTargetIsAppliedOnFirstUse) {
   const std::string expected = Expected();
-  if (expected.empty()) GTEST_SKIP() << "run by ctest with MHA_TARGET and MHA_EXPECT";
+  if (expected.empty())
+    GTEST_SKIP() << "run by ctest with MHA_TARGET and MHA_EXPECT";
   const std::vector<float> a(16, 1.0f);
   std::vector<float> c(16, 7.0f);
   auto run = [&] {
-    mha::sgemm(mha::Transpose::No, mha::Transpose::No, 4, 4, 4, 1.0f, a.data(), 4, a.data(),
-               4, 0.0f, c.data(), 4);
+    mha::sgemm(mha::Transpose::No, mha::Transpose::No, 4, 4, 4, 1.0f, a.data(),
+               4, a.data(), 4, 0.0f, c.data(), 4);
   };
   if (expected != "invalid") {
     EXPECT_EQ(mha::active_target(), expected);
@@ -36,7 +37,8 @@ TEST(Environment, MhaTargetIsAppliedOnFirstUse) {
       run();
       ADD_FAILURE() << "an unknown MHA_TARGET must make kernels throw";
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find("MHA_TARGET"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("MHA_TARGET"), std::string::npos)
+          << e.what();
     }
     for (float x : c) ASSERT_EQ(x, 7.0f);
   }

@@ -21,48 +21,61 @@ class GemmTest : public PerTarget {
     const std::size_t a_rows = ta ? k : m, a_cols = ta ? m : k;
     const std::size_t b_rows = tb ? n : k, b_cols = tb ? k : n;
     const std::size_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
-    std::vector<float> a = RandomVector(a_rows * lda, 1), b = RandomVector(b_rows * ldb, 2);
+    std::vector<float> a = RandomVector(a_rows * lda, 1),
+                       b = RandomVector(b_rows * ldb, 2);
     std::vector<float> c = RandomVector(m * ldc, 3);
-    for (std::size_t i = 0; i < a_rows; ++i) for (std::size_t p = a_cols; p < lda; ++p) a[i * lda + p] = kNaN;
-    for (std::size_t i = 0; i < b_rows; ++i) for (std::size_t p = b_cols; p < ldb; ++p) b[i * ldb + p] = kNaN;
-    for (std::size_t i = 0; i < m; ++i) for (std::size_t j = n; j < ldc; ++j) c[i * ldc + j] = kNaN;
-    const std::vector<double> want = ReferenceGemm(ta, tb, m, n, k, alpha, a.data(), lda,
-                                                   b.data(), ldb, beta, c.data(), ldc);
-    mha::sgemm(ta ? Transpose::Yes : Transpose::No, tb ? Transpose::Yes : Transpose::No,
-               m, n, k, alpha, a.data(), lda, b.data(), ldb, beta, c.data(), ldc);
+    for (std::size_t i = 0; i < a_rows; ++i)
+      for (std::size_t p = a_cols; p < lda; ++p) a[i * lda + p] = kNaN;
+    for (std::size_t i = 0; i < b_rows; ++i)
+      for (std::size_t p = b_cols; p < ldb; ++p) b[i * ldb + p] = kNaN;
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = n; j < ldc; ++j) c[i * ldc + j] = kNaN;
+    const std::vector<double> want =
+        ReferenceGemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb,
+                      beta, c.data(), ldc);
+    mha::sgemm(ta ? Transpose::Yes : Transpose::No,
+               tb ? Transpose::Yes : Transpose::No, m, n, k, alpha, a.data(),
+               lda, b.data(), ldb, beta, c.data(), ldc);
     ExpectRanOnTarget();
     std::vector<float> got(m * n);
     for (std::size_t i = 0; i < m; ++i) {
       for (std::size_t j = 0; j < ldc; ++j) {
-        if (j < n) got[i * n + j] = c[i * ldc + j];
-        else ASSERT_TRUE(std::isnan(c[i * ldc + j])) << "padding written at " << i << "," << j;
+        if (j < n)
+          got[i * n + j] = c[i * ldc + j];
+        else
+          ASSERT_TRUE(std::isnan(c[i * ldc + j]))
+              << "padding written at " << i << "," << j;
       }
     }
     const double tolerance = 4.0 * (k + 4) * 0x1.0p-24;
-    EXPECT_LE(RelativeError("sgemm", got.data(), want.data(), got.size()), tolerance)
-        << "m=" << m << " n=" << n << " k=" << k << " ta=" << ta << " tb=" << tb;
+    EXPECT_LE(RelativeError("sgemm", got.data(), want.data(), got.size()),
+              tolerance)
+        << "m=" << m << " n=" << n << " k=" << k << " ta=" << ta
+        << " tb=" << tb;
   }
 };
 
 TEST_P(GemmTest, RaggedSizesAllTransposes) {
-  const std::size_t sizes[][3] = {{1, 1, 1},   {1, 17, 5},  {2, 3, 7},   {5, 1, 13},
-                                  {7, 33, 16}, {13, 31, 29}, {6, 64, 64}, {24, 65, 33},
-                                  {37, 100, 1}, {97, 47, 300}};
+  const std::size_t sizes[][3] = {
+      {1, 1, 1},    {1, 17, 5},  {2, 3, 7},    {5, 1, 13},   {7, 33, 16},
+      {13, 31, 29}, {6, 64, 64}, {24, 65, 33}, {37, 100, 1}, {97, 47, 300}};
   for (const auto& s : sizes) {
-    for (int t = 0; t < 4; ++t) Check(s[0], s[1], s[2], t & 1, t & 2, 1.5f, 0.5f);
+    for (int t = 0; t < 4; ++t)
+      Check(s[0], s[1], s[2], t & 1, t & 2, 1.5f, 0.5f);
   }
 }
 
 TEST_P(GemmTest, AlphaBetaCombinations) {
   for (float alpha : {1.0f, -2.0f, 0.0f}) {
-    for (float beta : {0.0f, 1.0f, -0.75f}) Check(19, 23, 41, false, false, alpha, beta);
+    for (float beta : {0.0f, 1.0f, -0.75f})
+      Check(19, 23, 41, false, false, alpha, beta);
   }
 }
 
 TEST_P(GemmTest, ManyBlocksInEveryDimension) {
-  Check(401, 71, 45, false, false, 1.0f, 0.0f);   // several row blocks
-  Check(11, 4099, 7, false, true, 1.0f, 1.0f);    // several column blocks
-  Check(29, 37, 777, true, false, 1.0f, 0.25f);   // several depth blocks
+  Check(401, 71, 45, false, false, 1.0f, 0.0f);  // several row blocks
+  Check(11, 4099, 7, false, true, 1.0f, 1.0f);   // several column blocks
+  Check(29, 37, 777, true, false, 1.0f, 0.25f);  // several depth blocks
 }
 
 TEST_P(GemmTest, MatrixVectorShapes) {  // few rows: B streamed by column chunks
@@ -74,30 +87,31 @@ TEST_P(GemmTest, MatrixVectorShapes) {  // few rows: B streamed by column chunks
 
 TEST_P(GemmTest, BetaZeroDoesNotReadC) {
   const std::size_t m = 9, n = 21, k = 5;
-  const std::vector<float> a = RandomVector(m * k, 4), b = RandomVector(k * n, 5);
+  const std::vector<float> a = RandomVector(m * k, 4),
+                           b = RandomVector(k * n, 5);
   std::vector<float> c(m * n, kNaN);
-  mha::sgemm(Transpose::No, Transpose::No, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f,
-             c.data(), n);
+  mha::sgemm(Transpose::No, Transpose::No, m, n, k, 1.0f, a.data(), k, b.data(),
+             n, 0.0f, c.data(), n);
   for (float x : c) ASSERT_TRUE(std::isfinite(x));
 }
 
 TEST_P(GemmTest, ZeroDepthScalesC) {
   std::vector<float> c = RandomVector(12, 6);
   const std::vector<float> before = c;
-  mha::sgemm(Transpose::No, Transpose::No, 3, 4, 0, 1.0f, nullptr, 0, nullptr, 0, 2.0f,
-             c.data(), 4);
+  mha::sgemm(Transpose::No, Transpose::No, 3, 4, 0, 1.0f, nullptr, 0, nullptr,
+             0, 2.0f, c.data(), 4);
   for (std::size_t i = 0; i < c.size(); ++i) EXPECT_EQ(c[i], 2.0f * before[i]);
   std::fill(c.begin(), c.end(), kNaN);
-  mha::sgemm(Transpose::No, Transpose::No, 3, 4, 0, 1.0f, nullptr, 0, nullptr, 0, 0.0f,
-             c.data(), 4);
+  mha::sgemm(Transpose::No, Transpose::No, 3, 4, 0, 1.0f, nullptr, 0, nullptr,
+             0, 0.0f, c.data(), 4);
   for (float x : c) EXPECT_EQ(x, 0.0f);
 }
 
 TEST_P(GemmTest, EmptyProductDoesNothing) {
-  EXPECT_NO_THROW(mha::sgemm(Transpose::No, Transpose::No, 0, 5, 5, 1.0f, nullptr, 0,
-                             nullptr, 0, 0.0f, nullptr, 0));
-  EXPECT_NO_THROW(mha::sgemm(Transpose::Yes, Transpose::Yes, 5, 0, 5, 1.0f, nullptr, 0,
-                             nullptr, 0, 0.0f, nullptr, 0));
+  EXPECT_NO_THROW(mha::sgemm(Transpose::No, Transpose::No, 0, 5, 5, 1.0f,
+                             nullptr, 0, nullptr, 0, 0.0f, nullptr, 0));
+  EXPECT_NO_THROW(mha::sgemm(Transpose::Yes, Transpose::Yes, 5, 0, 5, 1.0f,
+                             nullptr, 0, nullptr, 0, 0.0f, nullptr, 0));
 }
 
 MHA_INSTANTIATE_PER_TARGET(GemmTest);
@@ -114,21 +128,31 @@ TEST(GemmErrors, BadArgumentsThrowAndWriteNothing) {
     float* c;
   };
   const Case cases[] = {
-      {"lda (3)", Transpose::No, Transpose::No, 3, 8, 8, a.data(), b.data(), c.data()},
-      {"lda (5)", Transpose::Yes, Transpose::No, 5, 8, 8, a.data(), b.data(), c.data()},
-      {"ldb (6)", Transpose::No, Transpose::No, 4, 6, 8, a.data(), b.data(), c.data()},
-      {"ldb (3)", Transpose::No, Transpose::Yes, 4, 3, 8, a.data(), b.data(), c.data()},
-      {"ldc (7)", Transpose::No, Transpose::No, 4, 8, 7, a.data(), b.data(), c.data()},
-      {"a must not be null", Transpose::No, Transpose::No, 4, 8, 8, nullptr, b.data(), c.data()},
-      {"b must not be null", Transpose::No, Transpose::No, 4, 8, 8, a.data(), nullptr, c.data()},
-      {"c must not be null", Transpose::No, Transpose::No, 4, 8, 8, a.data(), b.data(), nullptr},
+      {"lda (3)", Transpose::No, Transpose::No, 3, 8, 8, a.data(), b.data(),
+       c.data()},
+      {"lda (5)", Transpose::Yes, Transpose::No, 5, 8, 8, a.data(), b.data(),
+       c.data()},
+      {"ldb (6)", Transpose::No, Transpose::No, 4, 6, 8, a.data(), b.data(),
+       c.data()},
+      {"ldb (3)", Transpose::No, Transpose::Yes, 4, 3, 8, a.data(), b.data(),
+       c.data()},
+      {"ldc (7)", Transpose::No, Transpose::No, 4, 8, 7, a.data(), b.data(),
+       c.data()},
+      {"a must not be null", Transpose::No, Transpose::No, 4, 8, 8, nullptr,
+       b.data(), c.data()},
+      {"b must not be null", Transpose::No, Transpose::No, 4, 8, 8, a.data(),
+       nullptr, c.data()},
+      {"c must not be null", Transpose::No, Transpose::No, 4, 8, 8, a.data(),
+       b.data(), nullptr},
   };
   for (const Case& t : cases) {
     try {
-      mha::sgemm(t.ta, t.tb, 6, 8, 4, 1.0f, t.a, t.lda, t.b, t.ldb, 0.0f, t.c, t.ldc);
+      mha::sgemm(t.ta, t.tb, 6, 8, 4, 1.0f, t.a, t.lda, t.b, t.ldb, 0.0f, t.c,
+                 t.ldc);
       ADD_FAILURE() << "no exception for " << t.name;
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find(t.name), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(t.name), std::string::npos)
+          << e.what();
     }
     for (float x : c) ASSERT_EQ(x, 7.0f);
   }

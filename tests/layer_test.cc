@@ -21,10 +21,12 @@ struct Model {
   ReferenceWeights w;
   mha::MultiHeadAttention layer;
 
-  Model(mha::MultiHeadAttentionConfig c, mha::WeightLayout layout, std::uint32_t seed)
+  Model(mha::MultiHeadAttentionConfig c, mha::WeightLayout layout,
+        std::uint32_t seed)
       : config(c), layer(c) {
-    const std::size_t d = c.d_model, kv = (c.num_kv_heads ? c.num_kv_heads : c.num_heads) *
-                                            (d / c.num_heads);
+    const std::size_t d = c.d_model,
+                      kv = (c.num_kv_heads ? c.num_kv_heads : c.num_heads) *
+                           (d / c.num_heads);
     const float range = 1.0f / std::sqrt(static_cast<float>(d));
     w.w_q = RandomVector(d * d, seed, -range, range);
     w.w_k = RandomVector(d * kv, seed + 1, -range, range);
@@ -43,7 +45,8 @@ struct Model {
       v = Transposed(w.w_v, d, kv);
       o = Transposed(w.w_o, d, d);
     }
-    mha::MultiHeadAttentionWeights weights{q.data(), k.data(), v.data(), o.data()};
+    mha::MultiHeadAttentionWeights weights{q.data(), k.data(), v.data(),
+                                           o.data()};
     if (c.bias) {
       weights.b_q = w.b_q.data();
       weights.b_k = w.b_k.data();
@@ -54,8 +57,8 @@ struct Model {
     layer.set_weights(weights);
   }
 
-  static std::vector<float> Transposed(const std::vector<float>& m, std::size_t rows,
-                                       std::size_t cols) {
+  static std::vector<float> Transposed(const std::vector<float>& m,
+                                       std::size_t rows, std::size_t cols) {
     std::vector<float> t(m.size());
     for (std::size_t r = 0; r < rows; ++r)
       for (std::size_t c = 0; c < cols; ++c) t[c * rows + r] = m[r * cols + c];
@@ -70,43 +73,52 @@ class LayerTest : public PerTarget {
   // forward() on (query, key, value) — `self` passes one tensor three times,
   // `shared_kv` one tensor as key and value — against the reference.
   void Check(const mha::MultiHeadAttentionConfig& c, mha::WeightLayout layout,
-             std::size_t batch, std::size_t q_len, std::size_t kv_len, bool self,
-             bool shared_kv, int masks, bool with_weights) {
+             std::size_t batch, std::size_t q_len, std::size_t kv_len,
+             bool self, bool shared_kv, int masks, bool with_weights) {
     Model model(c, layout, 31);
     const std::size_t d = c.d_model;
     const std::vector<float> query = RandomVector(batch * q_len * d, 32);
-    const std::vector<float> key = self ? query : RandomVector(batch * kv_len * d, 33);
-    const std::vector<float> value = self || shared_kv ? key : RandomVector(batch * kv_len * d, 34);
+    const std::vector<float> key =
+        self ? query : RandomVector(batch * kv_len * d, 33);
+    const std::vector<float> value =
+        self || shared_kv ? key : RandomVector(batch * kv_len * d, 34);
     const float* k = self ? query.data() : key.data();
-    const float* v = self ? query.data() : shared_kv ? key.data() : value.data();
+    const float* v = self        ? query.data()
+                     : shared_kv ? key.data()
+                                 : value.data();
     std::vector<std::int32_t> lengths(batch);
-    for (std::size_t b = 0; b < batch; ++b) lengths[b] = static_cast<std::int32_t>(kv_len - b % (kv_len + 1));
+    for (std::size_t b = 0; b < batch; ++b)
+      lengths[b] = static_cast<std::int32_t>(kv_len - b % (kv_len + 1));
     std::vector<float> bias = RandomVector(q_len * kv_len, 35);
     mha::AttentionMask mask;
     mask.causal = masks & 1;
     if (masks & 2) mask.kv_lengths = lengths.data();
     if (masks & 4) mask.bias = bias.data();
     std::vector<float> out(batch * q_len * d, kNaN);
-    std::vector<float> weights(with_weights ? batch * c.num_heads * q_len * kv_len : 0, kNaN);
-    model.layer.forward(query.data(), k, v, batch, q_len, kv_len, out.data(), mask,
-                        with_weights ? weights.data() : nullptr);
+    std::vector<float> weights(
+        with_weights ? batch * c.num_heads * q_len * kv_len : 0, kNaN);
+    model.layer.forward(query.data(), k, v, batch, q_len, kv_len, out.data(),
+                        mask, with_weights ? weights.data() : nullptr);
     ExpectRanOnTarget();
     std::vector<double> want_weights;
-    const std::vector<double> want = ReferenceForward(c, model.w, query.data(), k, v, batch,
-                                                      q_len, kv_len, mask, &want_weights);
-    EXPECT_LE(RelativeError("forward", out.data(), want.data(), out.size()), kLayerTolerance)
-        << "d_model " << d << " heads " << c.num_heads << "/" << c.num_kv_heads << " q_len "
-        << q_len << " kv_len " << kv_len << " masks " << masks;
+    const std::vector<double> want =
+        ReferenceForward(c, model.w, query.data(), k, v, batch, q_len, kv_len,
+                         mask, &want_weights);
+    EXPECT_LE(RelativeError("forward", out.data(), want.data(), out.size()),
+              kLayerTolerance)
+        << "d_model " << d << " heads " << c.num_heads << "/" << c.num_kv_heads
+        << " q_len " << q_len << " kv_len " << kv_len << " masks " << masks;
     if (with_weights) {
-      EXPECT_LE(RelativeError("forward weights", weights.data(), want_weights.data(),
-                              weights.size(), 1.0),
+      EXPECT_LE(RelativeError("forward weights", weights.data(),
+                              want_weights.data(), weights.size(), 1.0),
                 kLayerTolerance);
     }
   }
 };
 
 TEST_P(LayerTest, SeedShapeSelfAttention) {
-  Check({512, 8, 0, false}, mha::WeightLayout::InOut, 2, 10, 10, true, false, 0, true);
+  Check({512, 8, 0, false}, mha::WeightLayout::InOut, 2, 10, 10, true, false, 0,
+        true);
 }
 
 TEST_P(LayerTest, CrossAttentionBothLayoutsAndBiases) {
@@ -121,10 +133,10 @@ TEST_P(LayerTest, CrossAttentionBothLayoutsAndBiases) {
 TEST_P(LayerTest, GroupedAndMultiQueryWithMasks) {
   for (std::size_t kv_heads : {2, 1}) {
     for (int masks : {1, 2, 4, 7}) {
-      Check({64, 8, kv_heads, true}, mha::WeightLayout::OutIn, 3, 13, 13, true, false, masks,
-            masks == 7);
-      Check({60, 4, kv_heads, false}, mha::WeightLayout::InOut, 2, 5, 9, false, true, masks,
-            false);
+      Check({64, 8, kv_heads, true}, mha::WeightLayout::OutIn, 3, 13, 13, true,
+            false, masks, masks == 7);
+      Check({60, 4, kv_heads, false}, mha::WeightLayout::InOut, 2, 5, 9, false,
+            true, masks, false);
     }
   }
 }
@@ -138,31 +150,38 @@ TEST_P(LayerTest, RowsThatSeeNoKeyOutputTheOutputBias) {
   std::vector<float> out(2 * 3 * 16, kNaN);
   model.layer.forward(x.data(), x.data(), x.data(), 2, 3, 3, out.data(), mask);
   for (std::size_t i = 0; i < 3; ++i)
-    for (std::size_t c = 0; c < 16; ++c) EXPECT_EQ(out[i * 16 + c], model.w.b_o[c]);
-  std::vector<float> empty(3 * 16, kNaN);  // kv_len == 0: key and value may be null
+    for (std::size_t c = 0; c < 16; ++c)
+      EXPECT_EQ(out[i * 16 + c], model.w.b_o[c]);
+  std::vector<float> empty(3 * 16,
+                           kNaN);  // kv_len == 0: key and value may be null
   model.layer.forward(x.data(), nullptr, nullptr, 1, 3, 0, empty.data());
-  for (std::size_t i = 0; i < empty.size(); ++i) EXPECT_EQ(empty[i], model.w.b_o[i % 16]);
+  for (std::size_t i = 0; i < empty.size(); ++i)
+    EXPECT_EQ(empty[i], model.w.b_o[i % 16]);
 }
 
 TEST_P(LayerTest, CacheInRandomChunksEqualsCausalForward) {
   for (const mha::MultiHeadAttentionConfig& c :
-       {mha::MultiHeadAttentionConfig{32, 4, 0, true}, mha::MultiHeadAttentionConfig{64, 8, 2, false}}) {
+       {mha::MultiHeadAttentionConfig{32, 4, 0, true},
+        mha::MultiHeadAttentionConfig{64, 8, 2, false}}) {
     Model model(c, mha::WeightLayout::InOut, 51);
     const std::size_t batch = 2, len = 37, d = c.d_model;
     const std::vector<float> x = RandomVector(batch * len * d, 52);
     std::vector<float> whole(batch * len * d);
     mha::AttentionMask causal;
     causal.causal = true;
-    model.layer.forward(x.data(), x.data(), x.data(), batch, len, len, whole.data(), causal);
+    model.layer.forward(x.data(), x.data(), x.data(), batch, len, len,
+                        whole.data(), causal);
 
     mha::KVCache cache(c, batch, len);
     std::mt19937 engine(53);
     std::vector<double> want, got;
     for (std::size_t t = 0; t < len;) {
-      const std::size_t chunk = std::min<std::size_t>(len - t, 1 + engine() % 9);
+      const std::size_t chunk =
+          std::min<std::size_t>(len - t, 1 + engine() % 9);
       std::vector<float> in(batch * chunk * d), out(batch * chunk * d, kNaN);
       for (std::size_t b = 0; b < batch; ++b)
-        std::copy_n(x.data() + (b * len + t) * d, chunk * d, in.data() + b * chunk * d);
+        std::copy_n(x.data() + (b * len + t) * d, chunk * d,
+                    in.data() + b * chunk * d);
       model.layer.forward_cached(in.data(), batch, chunk, cache, out.data());
       EXPECT_EQ(cache.length(), t + chunk);
       for (std::size_t b = 0; b < batch; ++b) {
@@ -174,7 +193,9 @@ TEST_P(LayerTest, CacheInRandomChunksEqualsCausalForward) {
       t += chunk;
     }
     std::vector<float> got_f(got.begin(), got.end());
-    EXPECT_LE(RelativeError("forward_cached", got_f.data(), want.data(), want.size()), 1e-5);
+    EXPECT_LE(
+        RelativeError("forward_cached", got_f.data(), want.data(), want.size()),
+        1e-5);
     cache.clear();
     EXPECT_EQ(cache.length(), 0u);
   }
@@ -205,21 +226,29 @@ void ExpectInvalid(const std::string& fragment, Call&& call) {
     call();
     ADD_FAILURE() << "no exception; wanted " << fragment;
   } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
+        << e.what();
   }
 }
 
 TEST(LayerErrors, InvalidConfigs) {
-  ExpectInvalid("d_model (510) must be divisible by num_heads (8)",
-                [] { mha::MultiHeadAttention({510, 8, 0, false}); });
-  ExpectInvalid("d_model (0)", [] { mha::MultiHeadAttention({0, 8, 0, false}); });
+  ExpectInvalid("d_model (510) must be divisible by num_heads (8)", [] {
+    mha::MultiHeadAttention({510, 8, 0, false});
+  });
+  ExpectInvalid("d_model (0)", [] {
+    mha::MultiHeadAttention({0, 8, 0, false});
+  });
   ExpectInvalid("num_heads (0)", [] { mha::MultiHeadAttention(64, 0); });
-  ExpectInvalid("num_kv_heads (3) must divide num_heads (8)",
-                [] { mha::MultiHeadAttention({64, 8, 3, false}); });
-  ExpectInvalid("num_kv_heads (16)", [] { mha::KVCache({64, 8, 16, false}, 1, 4); });
+  ExpectInvalid("num_kv_heads (3) must divide num_heads (8)", [] {
+    mha::MultiHeadAttention({64, 8, 3, false});
+  });
+  ExpectInvalid("num_kv_heads (16)", [] {
+    mha::KVCache({64, 8, 16, false}, 1, 4);
+  });
   const mha::MultiHeadAttention layer({64, 8, 2, false});
   EXPECT_EQ(layer.config().num_kv_heads, 2u);
-  EXPECT_EQ(mha::MultiHeadAttention({64, 8, 0, false}).config().num_kv_heads, 8u);
+  EXPECT_EQ(mha::MultiHeadAttention({64, 8, 0, false}).config().num_kv_heads,
+            8u);
 }
 
 TEST(LayerErrors, SetWeightsChecksBiasesAndKeepsOldWeights) {
@@ -228,7 +257,8 @@ TEST(LayerErrors, SetWeightsChecksBiasesAndKeepsOldWeights) {
   std::vector<float> before(4 * 16), after(4 * 16);
   model.layer.forward(x.data(), x.data(), x.data(), 1, 4, 4, before.data());
   const std::vector<float> other(16 * 16, 0.25f);
-  mha::MultiHeadAttentionWeights w{other.data(), other.data(), other.data(), other.data()};
+  mha::MultiHeadAttentionWeights w{other.data(), other.data(), other.data(),
+                                   other.data()};
   w.b_k = bias.data();
   ExpectInvalid("b_k must be null", [&] { model.layer.set_weights(w); });
   w.b_k = nullptr;
@@ -238,9 +268,11 @@ TEST(LayerErrors, SetWeightsChecksBiasesAndKeepsOldWeights) {
   ExpectBitwiseEqual(after, before);
 
   Model biased({16, 2, 0, true}, mha::WeightLayout::InOut, 73);
-  mha::MultiHeadAttentionWeights missing{other.data(), other.data(), other.data(), other.data(),
-                                         bias.data(), bias.data(), bias.data(), nullptr};
-  ExpectInvalid("b_o must be given", [&] { biased.layer.set_weights(missing); });
+  mha::MultiHeadAttentionWeights missing{
+      other.data(), other.data(), other.data(), other.data(),
+      bias.data(),  bias.data(),  bias.data(),  nullptr};
+  ExpectInvalid("b_o must be given",
+                [&] { biased.layer.set_weights(missing); });
 }
 
 TEST(LayerErrors, ForwardAndCacheErrorsWriteNothing) {
@@ -250,9 +282,12 @@ TEST(LayerErrors, ForwardAndCacheErrorsWriteNothing) {
   const std::int32_t lengths[] = {1, 4};
   mha::AttentionMask mask;
   mask.kv_lengths = lengths;
-  auto untouched = [&] { for (float v : out) ASSERT_EQ(v, 7.0f); };
+  auto untouched = [&] {
+    for (float v : out) ASSERT_EQ(v, 7.0f);
+  };
   ExpectInvalid("kv_lengths[1] (4)", [&] {
-    model.layer.forward(x.data(), x.data(), x.data(), 2, 3, 3, out.data(), mask);
+    model.layer.forward(x.data(), x.data(), x.data(), 2, 3, 3, out.data(),
+                        mask);
   });
   untouched();
   ExpectInvalid("query must not be null", [&] {

@@ -19,7 +19,8 @@ std::vector<double> ReferenceGemm(bool trans_a, bool trans_b, std::size_t m,
         const double b_pj = trans_b ? b[j * ldb + p] : b[p * ldb + j];
         sum += a_ip * b_pj;
       }
-      result[i * n + j] = alpha * sum + (beta != 0.0 ? beta * c[i * ldc + j] : 0.0);
+      result[i * n + j] =
+          alpha * sum + (beta != 0.0 ? beta * c[i * ldc + j] : 0.0);
     }
   }
   return result;
@@ -34,7 +35,8 @@ std::vector<double> SoftmaxOf(const std::vector<double>& logits) {
   std::vector<double> p(logits.size(), 0.0);
   if (max == -std::numeric_limits<double>::infinity()) return p;
   double sum = 0.0;
-  for (std::size_t j = 0; j < logits.size(); ++j) sum += p[j] = std::exp(logits[j] - max);
+  for (std::size_t j = 0; j < logits.size(); ++j)
+    sum += p[j] = std::exp(logits[j] - max);
   for (double& x : p) x /= sum;
   return p;
 }
@@ -54,10 +56,12 @@ std::vector<double> ReferenceSoftmax(const float* x, std::size_t ldx,
   return result;
 }
 
-ReferenceAttentionResult ReferenceAttention(
-    const mha::AttentionShape& s, const float* q, mha::Layout ql,
-    const float* k, mha::Layout kl, const float* v, mha::Layout vl,
-    const mha::AttentionMask& mask, double scale) {
+ReferenceAttentionResult ReferenceAttention(const mha::AttentionShape& s,
+                                            const float* q, mha::Layout ql,
+                                            const float* k, mha::Layout kl,
+                                            const float* v, mha::Layout vl,
+                                            const mha::AttentionMask& mask,
+                                            double scale) {
   const double kNegInf = -std::numeric_limits<double>::infinity();
   ReferenceAttentionResult r;
   r.out.assign(s.batch * s.num_heads * s.q_len * s.head_dim, 0.0);
@@ -73,13 +77,17 @@ ReferenceAttentionResult ReferenceAttention(
                                  static_cast<long long>(s.kv_len) -
                                  static_cast<long long>(s.q_len);
           if (mask.causal && static_cast<long long>(j) > last) continue;
-          if (mask.kv_lengths && j >= static_cast<std::size_t>(mask.kv_lengths[b])) continue;
+          if (mask.kv_lengths &&
+              j >= static_cast<std::size_t>(mask.kv_lengths[b]))
+            continue;
           double dot = 0.0;
           for (std::size_t c = 0; c < s.head_dim; ++c) {
-            dot += static_cast<double>(q[b * ql.batch + h * ql.head + i * ql.token + c]) *
+            dot += static_cast<double>(
+                       q[b * ql.batch + h * ql.head + i * ql.token + c]) *
                    k[b * kl.batch + kvh * kl.head + j * kl.token + c];
           }
-          logits[j] = scale * dot + (mask.bias ? mask.bias[i * s.kv_len + j] : 0.0);
+          logits[j] =
+              scale * dot + (mask.bias ? mask.bias[i * s.kv_len + j] : 0.0);
         }
         const std::vector<double> p = SoftmaxOf(logits);
         const std::size_t row = (b * s.num_heads + h) * s.q_len + i;
@@ -108,7 +116,8 @@ std::vector<float> ProjectRows(const float* x, std::size_t rows, std::size_t in,
   for (std::size_t r = 0; r < rows; ++r) {
     for (std::size_t o = 0; o < out; ++o) {
       double sum = bias.empty() ? 0.0 : bias[o];
-      for (std::size_t i = 0; i < in; ++i) sum += static_cast<double>(x[r * in + i]) * w[i * out + o];
+      for (std::size_t i = 0; i < in; ++i)
+        sum += static_cast<double>(x[r * in + i]) * w[i * out + o];
       y[r * out + o] = static_cast<float>(sum);
       if (exact) (*exact)[r * out + o] = sum;
     }
@@ -130,13 +139,17 @@ std::vector<double> ReferenceForward(const mha::MultiHeadAttentionConfig& c,
   const std::size_t hd = d / heads, kv = kv_heads * hd;
   // Intermediates rounded to float: the library's inputs to attention are
   // float too, so the comparison measures the kernels, not that rounding.
-  const std::vector<float> q = ProjectRows(query, batch * q_len, d, w.w_q, d, w.b_q);
-  const std::vector<float> k = ProjectRows(key, batch * kv_len, d, w.w_k, kv, w.b_k);
-  const std::vector<float> v = ProjectRows(value, batch * kv_len, d, w.w_v, kv, w.b_v);
+  const std::vector<float> q =
+      ProjectRows(query, batch * q_len, d, w.w_q, d, w.b_q);
+  const std::vector<float> k =
+      ProjectRows(key, batch * kv_len, d, w.w_k, kv, w.b_k);
+  const std::vector<float> v =
+      ProjectRows(value, batch * kv_len, d, w.w_v, kv, w.b_v);
   const mha::AttentionShape shape{batch, heads, kv_heads, q_len, kv_len, hd};
-  const ReferenceAttentionResult att = ReferenceAttention(
-      shape, q.data(), {q_len * d, hd, d}, k.data(), {kv_len * kv, hd, kv},
-      v.data(), {kv_len * kv, hd, kv}, mask, 1.0 / std::sqrt(static_cast<double>(hd)));
+  const ReferenceAttentionResult att =
+      ReferenceAttention(shape, q.data(), {q_len * d, hd, d}, k.data(),
+                         {kv_len * kv, hd, kv}, v.data(), {kv_len * kv, hd, kv},
+                         mask, 1.0 / std::sqrt(static_cast<double>(hd)));
   if (weights) *weights = att.weights;
   std::vector<float> concat(batch * q_len * d);
   for (std::size_t b = 0; b < batch; ++b) {

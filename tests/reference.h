@@ -26,10 +26,12 @@ struct ReferenceAttentionResult {
   std::vector<double> weights;  // [batch, num_heads, q_len, kv_len]
 };
 
-ReferenceAttentionResult ReferenceAttention(
-    const mha::AttentionShape& s, const float* q, mha::Layout ql,
-    const float* k, mha::Layout kl, const float* v, mha::Layout vl,
-    const mha::AttentionMask& mask, double scale);
+ReferenceAttentionResult ReferenceAttention(const mha::AttentionShape& s,
+                                            const float* q, mha::Layout ql,
+                                            const float* k, mha::Layout kl,
+                                            const float* v, mha::Layout vl,
+                                            const mha::AttentionMask& mask,
+                                            double scale);
 
 // The layer's weights as plain [in, out] matrices and bias vectors.
 struct ReferenceWeights {

@@ -14,14 +14,16 @@ class SoftmaxTest : public PerTarget {
  protected:
   // Softmax of rows x cols (leading dimension cols + 2, padding NaN) out of
   // place and in place; padding must stay untouched.
-  void Check(const std::vector<float>& values, std::size_t rows, std::size_t cols,
-             float scale) {
+  void Check(const std::vector<float>& values, std::size_t rows,
+             std::size_t cols, float scale) {
     const std::size_t ld = cols + 2;
     std::vector<float> x(rows * ld, kNaN), y(rows * ld, kNaN);
     for (std::size_t r = 0; r < rows; ++r) {
-      for (std::size_t j = 0; j < cols; ++j) x[r * ld + j] = values[r * cols + j];
+      for (std::size_t j = 0; j < cols; ++j)
+        x[r * ld + j] = values[r * cols + j];
     }
-    const std::vector<double> want = ReferenceSoftmax(x.data(), ld, rows, cols, scale);
+    const std::vector<double> want =
+        ReferenceSoftmax(x.data(), ld, rows, cols, scale);
     mha::softmax(x.data(), ld, y.data(), ld, rows, cols, scale);
     ExpectRanOnTarget();
     std::vector<float> in_place = x;
@@ -30,15 +32,19 @@ class SoftmaxTest : public PerTarget {
       std::vector<float> got(rows * cols);
       for (std::size_t r = 0; r < rows; ++r) {
         for (std::size_t j = 0; j < ld; ++j) {
-          if (j < cols) got[r * cols + j] = (*out)[r * ld + j];
-          else ASSERT_TRUE(std::isnan((*out)[r * ld + j]));
+          if (j < cols)
+            got[r * cols + j] = (*out)[r * ld + j];
+          else
+            ASSERT_TRUE(std::isnan((*out)[r * ld + j]));
         }
       }
-      EXPECT_LE(RelativeError("softmax", got.data(), want.data(), got.size(), 1.0),
-                (cols + 8) * 0x1.0p-24)
+      EXPECT_LE(
+          RelativeError("softmax", got.data(), want.data(), got.size(), 1.0),
+          (cols + 8) * 0x1.0p-24)
           << rows << "x" << cols << " scale " << scale;
       for (std::size_t i = 0; i < got.size(); ++i) {
-        if (want[i] == 0.0) ASSERT_EQ(got[i], 0.0f) << "hidden entry not exactly 0";
+        if (want[i] == 0.0)
+          ASSERT_EQ(got[i], 0.0f) << "hidden entry not exactly 0";
       }
     }
   }
@@ -47,7 +53,9 @@ class SoftmaxTest : public PerTarget {
 TEST_P(SoftmaxTest, RaggedWidthsAndScales) {
   for (std::size_t cols : {1, 2, 3, 7, 15, 16, 17, 31, 33, 64, 100, 1000}) {
     for (float scale : {1.0f, 0.125f, 3.0f}) {
-      Check(RandomVector(5 * cols, 10 + static_cast<std::uint32_t>(cols), -4, 4), 5, cols, scale);
+      Check(
+          RandomVector(5 * cols, 10 + static_cast<std::uint32_t>(cols), -4, 4),
+          5, cols, scale);
     }
   }
 }
@@ -62,9 +70,11 @@ TEST_P(SoftmaxTest, HugeLogitsDoNotOverflow) {
 TEST_P(SoftmaxTest, NegativeInfinityEntriesAndRows) {
   const std::size_t cols = 37;
   std::vector<float> x = RandomVector(4 * cols, 13);
-  for (std::size_t j = 0; j < cols; j += 3) x[j] = -kInf;           // row 0: some hidden
-  for (std::size_t j = 0; j < cols; ++j) x[cols + j] = -kInf;       // row 1: all hidden
-  for (std::size_t j = 1; j < cols; ++j) x[2 * cols + j] = -kInf;   // row 2: one visible
+  for (std::size_t j = 0; j < cols; j += 3) x[j] = -kInf;  // row 0: some hidden
+  for (std::size_t j = 0; j < cols; ++j)
+    x[cols + j] = -kInf;  // row 1: all hidden
+  for (std::size_t j = 1; j < cols; ++j)
+    x[2 * cols + j] = -kInf;  // row 2: one visible
   Check(x, 4, cols, 1.0f);
   std::vector<float> y(4 * cols, kNaN);
   mha::softmax(x.data(), cols, y.data(), cols, 4, cols);
@@ -87,15 +97,21 @@ TEST(SoftmaxErrors, BadArgumentsThrowAndWriteNothing) {
       call();
       ADD_FAILURE() << "no exception for " << name;
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find(name), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find(name), std::string::npos)
+          << e.what();
     }
     for (float v : y) ASSERT_EQ(v, 7.0f);
   };
-  expect_throw("ldx (4)", [&] { mha::softmax(x.data(), 4, y.data(), 5, 2, 5); });
-  expect_throw("ldy (3)", [&] { mha::softmax(x.data(), 5, y.data(), 3, 2, 5); });
-  expect_throw("x must not be null", [&] { mha::softmax(nullptr, 5, y.data(), 5, 2, 5); });
-  expect_throw("y must not be null", [&] { mha::softmax(x.data(), 5, nullptr, 5, 2, 5); });
-  expect_throw("ldy (6)", [&] { mha::softmax(y.data(), 5, y.data(), 6, 2, 5); });
+  expect_throw("ldx (4)",
+               [&] { mha::softmax(x.data(), 4, y.data(), 5, 2, 5); });
+  expect_throw("ldy (3)",
+               [&] { mha::softmax(x.data(), 5, y.data(), 3, 2, 5); });
+  expect_throw("x must not be null",
+               [&] { mha::softmax(nullptr, 5, y.data(), 5, 2, 5); });
+  expect_throw("y must not be null",
+               [&] { mha::softmax(x.data(), 5, nullptr, 5, 2, 5); });
+  expect_throw("ldy (6)",
+               [&] { mha::softmax(y.data(), 5, y.data(), 6, 2, 5); });
 }
 
 }  // namespace

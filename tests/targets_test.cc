@@ -24,7 +24,8 @@ TEST(Targets, UnknownNamesThrowAndChangeNothing) {
       mha::set_target(bad);
       ADD_FAILURE() << bad;
     } catch (const std::invalid_argument& e) {
-      EXPECT_NE(std::string(e.what()).find(std::string("(\"") + bad + "\")"), std::string::npos)
+      EXPECT_NE(std::string(e.what()).find(std::string("(\"") + bad + "\")"),
+                std::string::npos)
           << e.what();
     }
     EXPECT_EQ(mha::active_target(), before);
@@ -37,8 +38,8 @@ TEST(Targets, ForcedTargetRunsItsOwnCode) {
   for (const std::string& target : mha::supported_targets()) {
     mha::set_target(target);
     EXPECT_EQ(mha::active_target(), target);
-    mha::sgemm(mha::Transpose::No, mha::Transpose::No, 8, 8, 8, 1.0f, a.data(), 8, a.data(), 8,
-               0.0f, c.data(), 8);
+    mha::sgemm(mha::Transpose::No, mha::Transpose::No, 8, 8, 8, 1.0f, a.data(),
+               8, a.data(), 8, 0.0f, c.data(), 8);
     EXPECT_EQ(mha::last_kernel_target(), target);
     mha::softmax(a.data(), 8, c.data(), 8, 8, 8);
     EXPECT_EQ(mha::last_kernel_target(), target);
@@ -56,7 +57,8 @@ TEST(Targets, LayerKeepsWorkingAcrossTargetChanges) {
     mha::set_target(target);
     layer.forward(x.data(), x.data(), x.data(), 1, 3, 3, out.data());
     EXPECT_EQ(mha::last_kernel_target(), target);
-    for (std::size_t i = 0; i < out.size(); ++i) EXPECT_NEAR(out[i], first[i], 1e-4);
+    for (std::size_t i = 0; i < out.size(); ++i)
+      EXPECT_NEAR(out[i], first[i], 1e-4);
   }
   mha::set_target("");
 }

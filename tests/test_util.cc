@@ -25,7 +25,8 @@ class WorstErrorReport : public ::testing::Environment {
  public:
   void TearDown() override {
     for (const auto& [kernel, error] : Worst().by_kernel) {
-      std::printf("[ worst error vs double ] %-28s %.3g\n", kernel.c_str(), error);
+      std::printf("[ worst error vs double ] %-28s %.3g\n", kernel.c_str(),
+                  error);
     }
   }
 };
@@ -47,12 +48,14 @@ std::vector<float> RandomVector(std::size_t count, std::uint32_t seed, float lo,
 double RelativeError(const std::string& kernel, const float* got,
                      const double* want, std::size_t count, double floor) {
   double scale = floor, error = 0.0;
-  for (std::size_t i = 0; i < count; ++i) scale = std::max(scale, std::fabs(want[i]));
+  for (std::size_t i = 0; i < count; ++i)
+    scale = std::max(scale, std::fabs(want[i]));
   for (std::size_t i = 0; i < count; ++i) {
     const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
     // NaN where a number was wanted counts as an infinite error.
-    error = std::max(error, std::isnan(diff) ? std::numeric_limits<double>::infinity()
-                                             : diff / scale);
+    error = std::max(error, std::isnan(diff)
+                                ? std::numeric_limits<double>::infinity()
+                                : diff / scale);
   }
   std::lock_guard<std::mutex> lock(Worst().mutex);
   double& worst = Worst().by_kernel[kernel];
@@ -63,7 +66,8 @@ double RelativeError(const std::string& kernel, const float* got,
 void ExpectBitwiseEqual(const std::vector<float>& got,
                         const std::vector<float>& want) {
   ASSERT_EQ(got.size(), want.size());
-  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)), 0);
+  EXPECT_EQ(std::memcmp(got.data(), want.data(), got.size() * sizeof(float)),
+            0);
 }
 
 std::string TargetTestName(const ::testing::TestParamInfo<std::string>& info) {

@@ -27,7 +27,8 @@ std::vector<float> RandomVector(std::size_t count, std::uint32_t seed,
 // Normwise error of `got` against `want`: max |got - want| / max(max|want|,
 // floor). Records it as the worst for `kernel` if it is, and returns it.
 double RelativeError(const std::string& kernel, const float* got,
-                     const double* want, std::size_t count, double floor = 1e-3);
+                     const double* want, std::size_t count,
+                     double floor = 1e-3);
 
 // Checks got == want bit for bit.
 void ExpectBitwiseEqual(const std::vector<float>& got,
@@ -52,8 +53,8 @@ std::string TargetTestName(const ::testing::TestParamInfo<std::string>& info);
 
 }  // namespace mha_test
 
-#define MHA_INSTANTIATE_PER_TARGET(suite)                                \
-  INSTANTIATE_TEST_SUITE_P(Targets, suite,                               \
+#define MHA_INSTANTIATE_PER_TARGET(suite)                                 \
+  INSTANTIATE_TEST_SUITE_P(Targets, suite,                                \
                            ::testing::ValuesIn(mha::supported_targets()), \
                            ::mha_test::TargetTestName)
 

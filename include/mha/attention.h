@@ -60,10 +60,9 @@ struct AttentionShape {
 // kv head, query tile) with oneTBB; bitwise identical whatever the thread
 // count. Outputs must not overlap inputs.
 void attention(const AttentionShape& shape, const float* q, Layout q_layout,
-               const float* k, Layout k_layout, const float* v,
-               Layout v_layout, float* out, Layout out_layout,
-               const AttentionMask& mask = {}, float scale = 0.0f,
-               float* weights = nullptr);
+               const float* k, Layout k_layout, const float* v, Layout v_layout,
+               float* out, Layout out_layout, const AttentionMask& mask = {},
+               float scale = 0.0f, float* weights = nullptr);
 
 }  // namespace mha
 

@@ -27,8 +27,8 @@
 #include "hwy/highway.h"
 #include "lib/attention/attention_args.h"
 #include "lib/attention/decode_rows-inl.h"
-#include "lib/attention/task.h"
 #include "lib/attention/row_tile-inl.h"
+#include "lib/attention/task.h"
 #include "lib/softmax/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -53,7 +53,8 @@ struct TaskGrid {
       key_ranges = std::min((kTasksWanted + tasks - 1) / tasks,
                             std::max<std::size_t>(1, s.kv_len / kMinRangeKeys));
     }
-    range_keys = RoundUp((s.kv_len + key_ranges - 1) / key_ranges, RowTile::kBlock);
+    range_keys =
+        RoundUp((s.kv_len + key_ranges - 1) / key_ranges, RowTile::kBlock);
   }
   std::size_t tasks(const AttentionShape& s) const {
     return s.batch * s.num_kv_heads * q_tiles * key_ranges;
@@ -62,8 +63,12 @@ struct TaskGrid {
   detail::TaskRows Rows(const AttentionShape& s, std::size_t t) const {
     const std::size_t range = t % key_ranges, tile = t / key_ranges;
     const std::size_t q0 = (tile % q_tiles) * q_tile;
-    return {tile / q_tiles / s.num_kv_heads, tile / q_tiles % s.num_kv_heads, q0,
-            std::min(q_tile, s.q_len - q0), group, range * range_keys,
+    return {tile / q_tiles / s.num_kv_heads,
+            tile / q_tiles % s.num_kv_heads,
+            q0,
+            std::min(q_tile, s.q_len - q0),
+            group,
+            range * range_keys,
             (range + 1) * range_keys};
   }
 };
@@ -95,28 +100,33 @@ inline void MergeRanges(const detail::AttentionArgs& args, const TaskGrid& grid,
 
 // Writes a task's output rows, or (when its keys are one range of several)
 // exports its row states for MergeRanges.
-inline void Finish(const detail::AttentionArgs& args, const detail::TaskRows& rows,
+inline void Finish(const detail::AttentionArgs& args,
+                   const detail::TaskRows& rows,
                    const detail::RowResults& results, float* state) {
   if (state == nullptr) return results.Write(args, rows);
   const std::size_t stride = args.shape.head_dim + 2;
-  for (std::size_t r = 0; r < rows.count(); ++r) results.Export(args, r, state + r * stride);
+  for (std::size_t r = 0; r < rows.count(); ++r)
+    results.Export(args, r, state + r * stride);
 }
 
 inline void AttentionTasks(const detail::AttentionArgs& args) {
   const AttentionShape& s = args.shape;
   const TaskGrid grid(args);
   const std::size_t stride = s.head_dim + 2;
-  const std::size_t tile_states = grid.key_ranges * grid.group * grid.q_tile * stride;
-  std::vector<float> states(grid.key_ranges > 1 ? grid.tasks(s) / grid.key_ranges * tile_states : 0);
+  const std::size_t tile_states =
+      grid.key_ranges * grid.group * grid.q_tile * stride;
+  std::vector<float> states(
+      grid.key_ranges > 1 ? grid.tasks(s) / grid.key_ranges * tile_states : 0);
   tbb::parallel_for(
       tbb::blocked_range<std::size_t>(0, grid.tasks(s), 1),
       [&](const tbb::blocked_range<std::size_t>& range) {
         for (std::size_t t = range.begin(); t < range.end(); ++t) {
           const detail::TaskRows rows = grid.Rows(s, t);
-          float* state = grid.key_ranges == 1
-                             ? nullptr
-                             : states.data() + t / grid.key_ranges * tile_states +
-                                   t % grid.key_ranges * grid.group * grid.q_tile * stride;
+          float* state =
+              grid.key_ranges == 1
+                  ? nullptr
+                  : states.data() + t / grid.key_ranges * tile_states +
+                        t % grid.key_ranges * grid.group * grid.q_tile * stride;
           if (args.weights == nullptr && SuitsDecodeRows(args, rows.count())) {
             DecodeRows task(args, rows);
             task.Run();
@@ -129,10 +139,11 @@ inline void AttentionTasks(const detail::AttentionArgs& args) {
         }
       });
   if (grid.key_ranges == 1) return;
-  tbb::parallel_for(std::size_t{0}, grid.tasks(s) / grid.key_ranges, [&](std::size_t tile) {
-    MergeRanges(args, grid, grid.Rows(s, tile * grid.key_ranges),
-                states.data() + tile * tile_states);
-  });
+  tbb::parallel_for(
+      std::size_t{0}, grid.tasks(s) / grid.key_ranges, [&](std::size_t tile) {
+        MergeRanges(args, grid, grid.Rows(s, tile * grid.key_ranges),
+                    states.data() + tile * tile_states);
+      });
 }
 
 }  // namespace HWY_NAMESPACE

@@ -52,9 +52,9 @@ void RunAttention(std::size_t target_index, const AttentionArgs& args) {
 }  // namespace detail
 
 void attention(const AttentionShape& shape, const float* q, Layout q_layout,
-               const float* k, Layout k_layout, const float* v,
-               Layout v_layout, float* out, Layout out_layout,
-               const AttentionMask& mask, float scale, float* weights) {
+               const float* k, Layout k_layout, const float* v, Layout v_layout,
+               float* out, Layout out_layout, const AttentionMask& mask,
+               float scale, float* weights) {
   constexpr const char* kWhere = "mha::attention";
   if (shape.batch == 0 || shape.q_len == 0) return;
   detail::CheckPositive(kWhere, "shape.num_heads", shape.num_heads);
@@ -71,7 +71,8 @@ void attention(const AttentionShape& shape, const float* q, Layout q_layout,
     detail::CheckNotNull(kWhere, "v", v);
   }
   detail::CheckMask(kWhere, mask, shape.batch, shape.kv_len);
-  if (scale == 0.0f) scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  if (scale == 0.0f)
+    scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
   detail::RunAttention(detail::ChosenTargetIndex(),
                        {shape, q, q_layout, k, k_layout, v, v_layout, out,
                         out_layout, mask, scale, weights});

@@ -20,8 +20,8 @@ struct AttentionArgs {
   float* out;
   Layout out_layout;
   AttentionMask mask;
-  float scale;      // resolved: never 0
-  float* weights;   // optional [batch, num_heads, q_len, kv_len]
+  float scale;     // resolved: never 0
+  float* weights;  // optional [batch, num_heads, q_len, kv_len]
 };
 
 // Throws std::invalid_argument, prefixed with `where`, unless each

@@ -53,7 +53,8 @@ class DecodeRows {
     keys_end_ = detail::FindVisibleKeys(a_, task_, rows_, visible_end_);
     for (std::size_t r = 0; r < rows_; ++r) {
       const float* q = detail::QueryRow(a_, task_, r);
-      for (std::size_t c = 0; c < dim_; ++c) queries_[r * dim_ + c] = a_.scale * q[c];
+      for (std::size_t c = 0; c < dim_; ++c)
+        queries_[r * dim_ + c] = a_.scale * q[c];
     }
   }
 
@@ -80,7 +81,8 @@ class DecodeRows {
     const Layout& kl = a_.k_layout;
     const float* keys = a_.k + task_.b * kl.batch + task_.kv_head * kl.head;
     std::size_t seen = 0;
-    for (std::size_t r = 0; r < rows_; ++r) seen = std::max(seen, Visible(r, j0, n));
+    for (std::size_t r = 0; r < rows_; ++r)
+      seen = std::max(seen, Visible(r, j0, n));
     for (std::size_t j = 0; j < seen; ++j) {
       const float* key = keys + (j0 + j) * kl.token;
       hn::Vec<decltype(d)> dots[kDecodeRows];
@@ -88,7 +90,8 @@ class DecodeRows {
       for (std::size_t c = 0; c < dim_; c += lanes) {
         const auto k = hn::LoadU(d, key + c);
         for (std::size_t r = 0; r < rows_; ++r) {
-          dots[r] = hn::MulAdd(hn::LoadU(d, queries_ + r * dim_ + c), k, dots[r]);
+          dots[r] =
+              hn::MulAdd(hn::LoadU(d, queries_ + r * dim_ + c), k, dots[r]);
         }
       }
       for (std::size_t r = 0; r < rows_; ++r) {
@@ -98,13 +101,14 @@ class DecodeRows {
     if (a_.mask.bias == nullptr) return;
     for (std::size_t r = 0; r < rows_; ++r) {
       const float* bias = a_.mask.bias + task_.query(r) * a_.shape.kv_len + j0;
-      for (std::size_t j = 0; j < Visible(r, j0, n); ++j) scores_[r * kBlock + j] += bias[j];
+      for (std::size_t j = 0; j < Visible(r, j0, n); ++j)
+        scores_[r * kBlock + j] += bias[j];
     }
   }
 
   void OnlineSoftmax(std::size_t r, std::size_t j0, std::size_t n) {
-    OnlineSoftmaxStep(scores_ + r * kBlock, Visible(r, j0, n), &max_[r], &sum_[r],
-                      values_ + r * dim_, dim_);
+    OnlineSoftmaxStep(scores_ + r * kBlock, Visible(r, j0, n), &max_[r],
+                      &sum_[r], values_ + r * dim_, dim_);
   }
 
   // values[r] += sum over visible j of p[r][j] * v_{j0+j}.
@@ -120,7 +124,8 @@ class DecodeRows {
       for (std::size_t c = 0; c < dim_; c += lanes) {
         auto acc = hn::LoadU(d, out + c);
         for (std::size_t j = 0; j < visible; ++j) {
-          acc = hn::MulAdd(hn::Set(d, p[j]), hn::LoadU(d, values + (j0 + j) * vl.token + c), acc);
+          acc = hn::MulAdd(hn::Set(d, p[j]),
+                           hn::LoadU(d, values + (j0 + j) * vl.token + c), acc);
         }
         hn::StoreU(acc, d, out + c);
       }

@@ -45,13 +45,18 @@ class RowTile {
   static constexpr std::size_t kBlock = 256;  // keys per block
 
   RowTile(const detail::AttentionArgs& args, const detail::TaskRows& task)
-      : a_(args), s_(args.shape), task_(task), rows_(task.count()),
-        padded_rows_(RoundUp(rows_, kTileRows)), dim_(s_.head_dim),
+      : a_(args),
+        s_(args.shape),
+        task_(task),
+        rows_(task.count()),
+        padded_rows_(RoundUp(rows_, kTileRows)),
+        dim_(s_.head_dim),
         padded_dim_(RoundUp(dim_, TileCols())) {
     using detail::ScratchSlot;
     using detail::ThreadScratch;
     panels_ = ThreadScratch(ScratchSlot::kPackedK, kBlock * padded_dim_);
-    values_ = ThreadScratch(ScratchSlot::kAccumulator, padded_rows_ * padded_dim_);
+    values_ =
+        ThreadScratch(ScratchSlot::kAccumulator, padded_rows_ * padded_dim_);
     zero_row_ = ThreadScratch(ScratchSlot::kPackedV, std::max(kBlock, dim_));
     std::memset(zero_row_, 0, std::max(kBlock, dim_) * sizeof(float));
     std::memset(values_, 0, padded_rows_ * padded_dim_ * sizeof(float));
@@ -79,23 +84,28 @@ class RowTile {
       for (std::size_t r = 0; r < rows_; ++r) {
         float* s = ScoreRow(r, j0);
         const std::size_t visible = detail::VisibleIn(visible_end_[r], j0, n);
-        OnlineSoftmaxStep(s, visible, &max_[r], &sum_[r], values_ + r * padded_dim_, dim_);
+        OnlineSoftmaxStep(s, visible, &max_[r], &sum_[r],
+                          values_ + r * padded_dim_, dim_);
         std::memset(s + visible, 0, (n - visible) * sizeof(float));
       }
       AccumulateValues(j0, n);
     }
   }
 
-  detail::RowResults Results() const { return {values_, padded_dim_, 1, max_, sum_}; }
+  detail::RowResults Results() const {
+    return {values_, padded_dim_, 1, max_, sum_};
+  }
 
  private:
   void RunMaterialized() {
     for (std::size_t j0 = 0; j0 < s_.kv_len; j0 += kBlock) {
       const std::size_t n = std::min(kBlock, s_.kv_len - j0);
       if (j0 < keys_end_) ComputeScores(j0, n);
-      for (std::size_t r = 0; r < rows_; ++r) {  // hidden: exactly 0 after softmax
+      for (std::size_t r = 0; r < rows_;
+           ++r) {  // hidden: exactly 0 after softmax
         float* s = ScoreRow(r, j0);
-        std::fill(s + detail::VisibleIn(visible_end_[r], j0, n), s + n, kNegInf);
+        std::fill(s + detail::VisibleIn(visible_end_[r], j0, n), s + n,
+                  kNegInf);
       }
     }
     for (std::size_t r = 0; r < rows_; ++r) {
@@ -111,14 +121,17 @@ class RowTile {
   float* ScoreRow(std::size_t r, std::size_t j0) const {
     if (a_.weights == nullptr) return scores_ + r * kBlock;
     return a_.weights +
-           ((task_.b * s_.num_heads + task_.head(r)) * s_.q_len + task_.query(r)) *
-               s_.kv_len + j0;
+           ((task_.b * s_.num_heads + task_.head(r)) * s_.q_len +
+            task_.query(r)) *
+               s_.kv_len +
+           j0;
   }
 
   // Scores of keys [j0, j0 + n) where visible: scale * q.k (+ bias).
   void ComputeScores(std::size_t j0, std::size_t n) {
     const Layout& kl = a_.k_layout;
-    const float* keys = a_.k + task_.b * kl.batch + task_.kv_head * kl.head + j0 * kl.token;
+    const float* keys =
+        a_.k + task_.b * kl.batch + task_.kv_head * kl.head + j0 * kl.token;
     const std::size_t nr = TileCols();
     for (std::size_t c0 = 0; c0 < n; c0 += nr) {
       PackPanel(panels_ + c0 * dim_, nr, keys + c0 * kl.token, kl.token, 1,
@@ -127,8 +140,8 @@ class RowTile {
     Tile<kTileRows, kTileVecs> tile;
     for (std::size_t r0 = 0; r0 < rows_; r0 += kTileRows) {
       const std::size_t seen = PanelVisible(r0, j0, n);
-      const RowsA<kTileRows> queries =
-          RowPointers(r0, [&](std::size_t r) { return detail::QueryRow(a_, task_, r); });
+      const RowsA<kTileRows> queries = RowPointers(
+          r0, [&](std::size_t r) { return detail::QueryRow(a_, task_, r); });
       for (std::size_t c0 = 0; c0 < seen; c0 += nr) {
         MultiplyTile(dim_, queries, panels_ + c0 * dim_, nr, tile);
         StoreScores(tile, r0, j0, c0, std::min(nr, n - c0));
@@ -144,7 +157,8 @@ class RowTile {
   }
 
   // Keys of block [j0, j0 + n) that some row of panel r0 sees.
-  std::size_t PanelVisible(std::size_t r0, std::size_t j0, std::size_t n) const {
+  std::size_t PanelVisible(std::size_t r0, std::size_t j0,
+                           std::size_t n) const {
     std::size_t seen = 0;
     for (std::size_t r = r0; r < std::min(rows_, r0 + kTileRows); ++r) {
       seen = std::max(seen, detail::VisibleIn(visible_end_[r], j0, n));
@@ -164,8 +178,8 @@ class RowTile {
   }
 
   // scale * tile into the score rows, columns [c0, c0 + cols) of the block.
-  void StoreScores(Tile<kTileRows, kTileVecs>& tile, std::size_t r0, std::size_t j0,
-                   std::size_t c0, std::size_t cols) {
+  void StoreScores(Tile<kTileRows, kTileVecs>& tile, std::size_t r0,
+                   std::size_t j0, std::size_t c0, std::size_t cols) {
     const FloatTag d;
     const FloatVec scale = hn::Set(d, a_.scale);
     for (auto& row : tile.v) {
@@ -179,27 +193,31 @@ class RowTile {
     HWY_ALIGN float scores[kTileRows * kCap];
     StoreTile(tile, scores, kCap);
     for (std::size_t r = 0; r < kTileRows && r0 + r < rows_; ++r) {
-      std::memcpy(ScoreRow(r0 + r, j0) + c0, scores + r * kCap, cols * sizeof(float));
+      std::memcpy(ScoreRow(r0 + r, j0) + c0, scores + r * kCap,
+                  cols * sizeof(float));
     }
   }
 
   // values += P V for keys [j0, j0 + n), P being the score rows.
   void AccumulateValues(std::size_t j0, std::size_t n) {
     const Layout& vl = a_.v_layout;
-    const float* values = a_.v + task_.b * vl.batch + task_.kv_head * vl.head + j0 * vl.token;
+    const float* values =
+        a_.v + task_.b * vl.batch + task_.kv_head * vl.head + j0 * vl.token;
     const std::size_t nr = TileCols();
-    const bool in_place = dim_ % nr == 0;  // whole panels: read V rows as they lie
+    const bool in_place =
+        dim_ % nr == 0;  // whole panels: read V rows as they lie
     if (!in_place) {
       for (std::size_t c0 = 0; c0 < dim_; c0 += nr) {
-        PackPanel(panels_ + c0 * n, nr, values + c0, 1, vl.token, std::min(nr, dim_ - c0), n);
+        PackPanel(panels_ + c0 * n, nr, values + c0, 1, vl.token,
+                  std::min(nr, dim_ - c0), n);
       }
     }
     Tile<kTileRows, kTileVecs> tile;
     for (std::size_t r0 = 0; r0 < rows_; r0 += kTileRows) {
       const std::size_t seen = PanelVisible(r0, j0, n);
       if (seen == 0) continue;
-      const RowsA<kTileRows> probabilities =
-          RowPointers(r0, [&](std::size_t r) -> const float* { return ScoreRow(r, j0); });
+      const RowsA<kTileRows> probabilities = RowPointers(
+          r0, [&](std::size_t r) -> const float* { return ScoreRow(r, j0); });
       for (std::size_t c0 = 0; c0 < dim_; c0 += nr) {
         if (in_place) {
           MultiplyTile(seen, probabilities, values + c0, vl.token, tile);

@@ -18,7 +18,9 @@ namespace mha::detail {
 struct TaskRows {
   std::size_t b, kv_head, q0, q_count, group, key_begin, key_stop;
   std::size_t count() const { return group * q_count; }
-  std::size_t head(std::size_t r) const { return kv_head * group + r / q_count; }
+  std::size_t head(std::size_t r) const {
+    return kv_head * group + r / q_count;
+  }
   std::size_t query(std::size_t r) const { return q0 + r % q_count; }
 };
 
@@ -27,20 +29,23 @@ struct TaskRows {
 // Rows in [count, padded_rows) are padding and see nothing. Returns the end
 // of the keys some row sees.
 inline std::size_t FindVisibleKeys(const AttentionArgs& a, const TaskRows& task,
-                                   std::size_t padded_rows, std::size_t* visible_end) {
+                                   std::size_t padded_rows,
+                                   std::size_t* visible_end) {
   const AttentionShape& s = a.shape;
-  const std::ptrdiff_t shift =
-      static_cast<std::ptrdiff_t>(s.kv_len) - static_cast<std::ptrdiff_t>(s.q_len);
+  const std::ptrdiff_t shift = static_cast<std::ptrdiff_t>(s.kv_len) -
+                               static_cast<std::ptrdiff_t>(s.q_len);
   std::size_t limit = std::min(s.kv_len, task.key_stop);
   if (a.mask.kv_lengths) {
-    limit = std::min(limit, static_cast<std::size_t>(a.mask.kv_lengths[task.b]));
+    limit =
+        std::min(limit, static_cast<std::size_t>(a.mask.kv_lengths[task.b]));
   }
   std::size_t keys_end = 0;
   for (std::size_t r = 0; r < padded_rows; ++r) {
     std::size_t end = r < task.count() ? limit : 0;
     if (a.mask.causal && r < task.count()) {
       // Query i sees key j iff j <= i + kv_len - q_len (signed).
-      const std::ptrdiff_t last = static_cast<std::ptrdiff_t>(task.query(r)) + shift;
+      const std::ptrdiff_t last =
+          static_cast<std::ptrdiff_t>(task.query(r)) + shift;
       end = last < 0 ? 0 : std::min(end, static_cast<std::size_t>(last) + 1);
     }
     visible_end[r] = std::max(end, task.key_begin);  // nothing before the range
@@ -54,14 +59,18 @@ inline std::size_t VisibleIn(std::size_t end, std::size_t j0, std::size_t n) {
   return end <= j0 ? 0 : std::min(n, end - j0);
 }
 
-inline float* OutputRow(const AttentionArgs& a, const TaskRows& task, std::size_t r) {
+inline float* OutputRow(const AttentionArgs& a, const TaskRows& task,
+                        std::size_t r) {
   const Layout& l = a.out_layout;
-  return a.out + task.b * l.batch + task.head(r) * l.head + task.query(r) * l.token;
+  return a.out + task.b * l.batch + task.head(r) * l.head +
+         task.query(r) * l.token;
 }
 
-inline const float* QueryRow(const AttentionArgs& a, const TaskRows& task, std::size_t r) {
+inline const float* QueryRow(const AttentionArgs& a, const TaskRows& task,
+                             std::size_t r) {
   const Layout& l = a.q_layout;
-  return a.q + task.b * l.batch + task.head(r) * l.head + task.query(r) * l.token;
+  return a.q + task.b * l.batch + task.head(r) * l.head +
+         task.query(r) * l.token;
 }
 
 // The accumulated values of a task's rows, and their softmax state: value

@@ -8,8 +8,16 @@
 namespace mha::detail {
 
 // Buffers a leaf task may hold at once; each slot is a distinct buffer.
-enum class ScratchSlot { kPackedA, kScores, kProbabilities, kPackedK,
-                         kPackedV, kAccumulator, kRowState, kCount };
+enum class ScratchSlot {
+  kPackedA,
+  kScores,
+  kProbabilities,
+  kPackedK,
+  kPackedV,
+  kAccumulator,
+  kRowState,
+  kCount
+};
 
 // A 64-byte-aligned buffer of at least `count` floats that belongs to the
 // calling thread and stays valid until the same thread asks for the same slot

@@ -21,6 +21,7 @@ void NoteKernelTarget(std::int64_t target);
 }  // namespace mha::detail
 
 // Calls the version of an HWY_EXPORTed function for a resolved target index.
-#define MHA_CALL_TARGET(index, function) (*(HWY_DISPATCH_TABLE(function)[index]))
+#define MHA_CALL_TARGET(index, function) \
+  (*(HWY_DISPATCH_TABLE(function)[index]))
 
 #endif  // MHA_LIB_DISPATCH_DISPATCH_H_

@@ -75,9 +75,9 @@ std::int64_t TargetInForce() {
   ApplyEnvironmentOnce();
   TargetChoice& choice = Choice();
   if (choice.environment_invalid) {
-    detail::Fail("mha: MHA_TARGET (\"", choice.environment_value,
-                 "\") names no supported target; supported: ",
-                 JoinedTargetNames());
+    detail::Fail(
+        "mha: MHA_TARGET (\"", choice.environment_value,
+        "\") names no supported target; supported: ", JoinedTargetNames());
   }
   const std::int64_t forced = choice.forced;
   return forced != 0 ? forced : BestOf(UsableTargets());
@@ -103,9 +103,9 @@ void set_target(const std::string& name) {
   if (!name.empty()) {
     target = TargetNamed(name);
     if (target == 0) {
-      detail::Fail("mha::set_target: name (\"", name,
-                   "\") is not a supported target; supported: ",
-                   JoinedTargetNames());
+      detail::Fail(
+          "mha::set_target: name (\"", name,
+          "\") is not a supported target; supported: ", JoinedTargetNames());
     }
   }
   TargetChoice& choice = Choice();
@@ -114,8 +114,9 @@ void set_target(const std::string& name) {
 }
 
 std::string last_kernel_target() {
-  return kernel_target_of_thread == 0 ? std::string()
-                                 : hwy::TargetName(kernel_target_of_thread);
+  return kernel_target_of_thread == 0
+             ? std::string()
+             : hwy::TargetName(kernel_target_of_thread);
 }
 
 namespace detail {

@@ -48,9 +48,9 @@ inline std::size_t TileCols() { return kTileVecs * hn::Lanes(FloatTag()); }
 // block of packed B lives in L3. A deep kc matters more than an L1-sized
 // sliver: each kc slice costs a pass over C, and the sliver streams well
 // from L2 (measured: kc 512 beats 256 by 15-25% on 512..2048 cubes).
-constexpr std::size_t kDepthBlock = 512;            // KC
-constexpr std::size_t kRowBlock = kTileRows * 16;   // MC
-constexpr std::size_t kColBlock = 4096;             // NC, rounded to panels
+constexpr std::size_t kDepthBlock = 512;           // KC
+constexpr std::size_t kRowBlock = kTileRows * 16;  // MC
+constexpr std::size_t kColBlock = 4096;            // NC, rounded to panels
 
 }  // namespace HWY_NAMESPACE
 }  // namespace mha

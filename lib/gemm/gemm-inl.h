@@ -69,7 +69,8 @@ HWY_INLINE void ApplyEpilogue(const TileT& tile, float* HWY_RESTRICT c,
         float* HWY_RESTRICT at = c + r * ldc + v * lanes;
         FloatVec x = hn::Mul(alpha, tile.v[r][v]);
         if (e.read_c) x = hn::MulAdd(beta, hn::LoadU(d, at), x);
-        if (e.column_bias) x = hn::Add(x, hn::LoadU(d, e.column_bias + v * lanes));
+        if (e.column_bias)
+          x = hn::Add(x, hn::LoadU(d, e.column_bias + v * lanes));
         hn::StoreU(x, d, at);
       }
     }
@@ -120,7 +121,8 @@ inline BPanels PrepareB(const detail::GemmArgs& g, std::size_t jc,
   const std::size_t first = result.direct_panels;
   tbb::parallel_for(tbb::blocked_range<std::size_t>(first, panels, 4),
                     [&](const tbb::blocked_range<std::size_t>& range) {
-                      for (std::size_t j = range.begin(); j < range.end(); ++j) {
+                      for (std::size_t j = range.begin(); j < range.end();
+                           ++j) {
                         PackPanel(packed + (j - first) * kc * nr, nr,
                                   block + j * nr * j_stride, j_stride, p_stride,
                                   std::min(nr, nc - j * nr), kc);
@@ -155,8 +157,10 @@ inline void MultiplyBlock(const detail::GemmArgs& g, const BPanels& panels,
       const std::size_t rows = std::min(kTileRows, mc - r0);
       WithTileRows(rows, [&](auto tile_rows) {
         Tile<decltype(tile_rows)::value, kTileVecs> tile;
-        MultiplyTile(kc, PanelA{packed_a + r0 * kc, kTileRows}, b_panel, b_stride, tile);
-        ApplyEpilogue(tile, g.c + (i0 + r0) * g.ldc + col, g.ldc, rows, cols, e);
+        MultiplyTile(kc, PanelA{packed_a + r0 * kc, kTileRows}, b_panel,
+                     b_stride, tile);
+        ApplyEpilogue(tile, g.c + (i0 + r0) * g.ldc + col, g.ldc, rows, cols,
+                      e);
       });
     }
   }
@@ -183,13 +187,13 @@ inline void GemmBlocked(const detail::GemmArgs& g) {
   // Enough tasks to balance a few cores; a function of the shape only.
   constexpr std::size_t kTasksWanted = 16;
   const std::size_t widest = std::min(col_block, g.n);
-  auto packed_b = hwy::AllocateAligned<float>(
-      std::min(kDepthBlock, g.k) * ((widest + nr - 1) / nr) * nr);
+  auto packed_b = hwy::AllocateAligned<float>(std::min(kDepthBlock, g.k) *
+                                              ((widest + nr - 1) / nr) * nr);
   for (std::size_t jc = 0; jc < g.n; jc += col_block) {
     const std::size_t nc = std::min(col_block, g.n - jc);
     const std::size_t panels = (nc + nr - 1) / nr;
-    const std::size_t chunks = std::min(
-        panels, (kTasksWanted + row_blocks - 1) / row_blocks);
+    const std::size_t chunks =
+        std::min(panels, (kTasksWanted + row_blocks - 1) / row_blocks);
     const std::size_t chunk_panels = (panels + chunks - 1) / chunks;
     for (std::size_t pc = 0; pc < g.k; pc += kDepthBlock) {
       const std::size_t kc = std::min(kDepthBlock, g.k - pc);
@@ -203,9 +207,9 @@ inline void GemmBlocked(const detail::GemmArgs& g) {
             for (std::size_t t = tasks.begin(); t < tasks.end(); ++t) {
               const std::size_t i0 = (t / chunks) * kRowBlock;
               const std::size_t j0 = (t % chunks) * chunk_panels;
-              MultiplyBlock(g, b_panels, i0, std::min(kRowBlock, g.m - i0),
-                            jc, nc, j0, std::min(panels, j0 + chunk_panels),
-                            pc, epilogue);
+              MultiplyBlock(g, b_panels, i0, std::min(kRowBlock, g.m - i0), jc,
+                            nc, j0, std::min(panels, j0 + chunk_panels), pc,
+                            epilogue);
             }
           });
     }

@@ -35,26 +35,28 @@ inline bool SuitsGemv(const detail::GemmArgs& g) {
 
 // Rows [0, m) of C, columns [j0, j0 + width): sums[i][j] = sum_p A(i, p)
 // B(p, j0 + j), then the epilogue. width is a whole number of vectors.
-inline void GemvChunk(const detail::GemmArgs& g, std::size_t j0, std::size_t width,
-                      float* HWY_RESTRICT sums) {
+inline void GemvChunk(const detail::GemmArgs& g, std::size_t j0,
+                      std::size_t width, float* HWY_RESTRICT sums) {
   const FloatTag d;
   const std::size_t lanes = hn::Lanes(d);
   std::fill(sums, sums + g.m * width, 0.0f);
   for (std::size_t p = 0; p < g.k; ++p) {
     const float* HWY_RESTRICT b = g.b + p * g.ldb + j0;
     for (std::size_t i = 0; i < g.m; ++i) {
-      const FloatVec a = hn::Set(d, g.trans_a ? g.a[p * g.lda + i] : g.a[i * g.lda + p]);
+      const FloatVec a =
+          hn::Set(d, g.trans_a ? g.a[p * g.lda + i] : g.a[i * g.lda + p]);
       float* HWY_RESTRICT row = sums + i * width;
       for (std::size_t j = 0; j < width; j += lanes) {
-        hn::Store(hn::MulAdd(a, hn::LoadU(d, b + j), hn::Load(d, row + j)), d, row + j);
+        hn::Store(hn::MulAdd(a, hn::LoadU(d, b + j), hn::Load(d, row + j)), d,
+                  row + j);
       }
     }
   }
 }
 
 // C's columns [j0, j0 + width) from the sums: alpha * sum + beta * C + bias.
-inline void GemvStore(const detail::GemmArgs& g, std::size_t j0, std::size_t width,
-                      const float* sums) {
+inline void GemvStore(const detail::GemmArgs& g, std::size_t j0,
+                      std::size_t width, const float* sums) {
   for (std::size_t i = 0; i < g.m; ++i) {
     float* c = g.c + i * g.ldc + j0;
     for (std::size_t j = 0; j < width; ++j) {
@@ -72,18 +74,20 @@ inline void Gemv(const detail::GemmArgs& g) {
   constexpr std::size_t kChunks = 16, kMinWidth = 256, kMaxWidth = 2048;
   const std::size_t full = g.n / lanes * lanes;  // the rest is a scalar tail
   const std::size_t width = std::min(
-      kMaxWidth, RoundUp(std::max(kMinWidth, (full + kChunks - 1) / kChunks), lanes));
+      kMaxWidth,
+      RoundUp(std::max(kMinWidth, (full + kChunks - 1) / kChunks), lanes));
   const std::size_t chunks = (full + width - 1) / width;
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, chunks, 1),
-                    [&](const tbb::blocked_range<std::size_t>& range) {
-                      float* sums = detail::ThreadScratch(detail::ScratchSlot::kScores,
-                                                          kGemvRows * kMaxWidth);
-                      for (std::size_t t = range.begin(); t < range.end(); ++t) {
-                        const std::size_t j0 = t * width, w = std::min(width, full - j0);
-                        GemvChunk(g, j0, w, sums);
-                        GemvStore(g, j0, w, sums);
-                      }
-                    });
+  tbb::parallel_for(
+      tbb::blocked_range<std::size_t>(0, chunks, 1),
+      [&](const tbb::blocked_range<std::size_t>& range) {
+        float* sums = detail::ThreadScratch(detail::ScratchSlot::kScores,
+                                            kGemvRows * kMaxWidth);
+        for (std::size_t t = range.begin(); t < range.end(); ++t) {
+          const std::size_t j0 = t * width, w = std::min(width, full - j0);
+          GemvChunk(g, j0, w, sums);
+          GemvStore(g, j0, w, sums);
+        }
+      });
   if (full == g.n) return;
   // Columns past the last whole vector, summed the same way, one by one.
   const std::size_t tail = g.n - full;

@@ -87,13 +87,16 @@ HWY_INLINE void ForEachTileVector(const TileT& tile, float* HWY_RESTRICT out,
 }
 
 template <class TileT>
-HWY_INLINE void StoreTile(const TileT& tile, float* HWY_RESTRICT out, std::size_t ld) {
+HWY_INLINE void StoreTile(const TileT& tile, float* HWY_RESTRICT out,
+                          std::size_t ld) {
   const FloatTag d;
-  ForEachTileVector(tile, out, ld, [d](FloatVec v, float* at) { hn::StoreU(v, d, at); });
+  ForEachTileVector(tile, out, ld,
+                    [d](FloatVec v, float* at) { hn::StoreU(v, d, at); });
 }
 
 template <class TileT>
-HWY_INLINE void AddTile(const TileT& tile, float* HWY_RESTRICT out, std::size_t ld) {
+HWY_INLINE void AddTile(const TileT& tile, float* HWY_RESTRICT out,
+                        std::size_t ld) {
   const FloatTag d;
   ForEachTileVector(tile, out, ld, [d](FloatVec v, float* at) {
     hn::StoreU(hn::Add(hn::LoadU(d, at), v), d, at);

@@ -37,12 +37,13 @@ inline void PackPanel(float* HWY_RESTRICT panel, std::size_t width,
   // vector of columns per step instead of one element at a time.
   if (c_stride != 1 && valid == width && width % lanes == 0 &&
       c_stride * width < (std::size_t{1} << 31)) {
-    const auto offsets =
-        hn::Mul(hn::Iota(di, 0), hn::Set(di, static_cast<std::int32_t>(c_stride)));
+    const auto offsets = hn::Mul(
+        hn::Iota(di, 0), hn::Set(di, static_cast<std::int32_t>(c_stride)));
     for (std::size_t p = 0; p < depth; ++p) {
       for (std::size_t c = 0; c < width; c += lanes) {
-        hn::StoreU(hn::GatherIndex(d, src + p * p_stride + c * c_stride, offsets), d,
-                   panel + p * width + c);
+        hn::StoreU(
+            hn::GatherIndex(d, src + p * p_stride + c * c_stride, offsets), d,
+            panel + p * width + c);
       }
     }
     return;
@@ -72,9 +73,11 @@ inline void PackRowPanels(float* HWY_RESTRICT panels, std::size_t panel_rows,
     for (std::size_t r = 0; r < panel_rows; ++r) {
       if (r0 + r < valid_rows) {
         const float* HWY_RESTRICT from = rows[r0 + r] + col0;
-        for (std::size_t p = 0; p < depth; ++p) panel[p * panel_rows + r] = from[p];
+        for (std::size_t p = 0; p < depth; ++p)
+          panel[p * panel_rows + r] = from[p];
       } else {
-        for (std::size_t p = 0; p < depth; ++p) panel[p * panel_rows + r] = 0.0f;
+        for (std::size_t p = 0; p < depth; ++p)
+          panel[p * panel_rows + r] = 0.0f;
       }
     }
   }

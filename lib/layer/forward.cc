@@ -57,9 +57,12 @@ void MultiHeadAttention::forward(const float* query, const float* key,
   const std::size_t target = detail::ChosenTargetIndex();
 
   const std::size_t d = config_.d_model, kv = detail::KvDim(config_);
-  const std::size_t wide = detail::QkvWidth(config_), hd = detail::HeadDim(config_);
+  const std::size_t wide = detail::QkvWidth(config_),
+                    hd = detail::HeadDim(config_);
   const float* bias = config_.bias ? b_qkv_.data() : nullptr;
-  auto column_bias = [bias](std::size_t col0) { return bias ? bias + col0 : nullptr; };
+  auto column_bias = [bias](std::size_t col0) {
+    return bias ? bias + col0 : nullptr;
+  };
   const std::size_t q_rows = batch * q_len, kv_rows = batch * kv_len;
 
   std::vector<float> q_proj, kv_proj, v_proj;
@@ -97,11 +100,19 @@ void MultiHeadAttention::forward(const float* query, const float* key,
 
   std::vector<float> context(q_rows * d);
   const Projected ctx{context.data(), d, q_len};
-  detail::RunAttention(
-      target, {{batch, config_.num_heads, config_.num_kv_heads, q_len, kv_len, hd},
-               q.data, q.Heads(hd), k.data, k.Heads(hd), v.data,
-               v.Heads(hd), context.data(), ctx.Heads(hd), mask,
-               1.0f / std::sqrt(static_cast<float>(hd)), attention_weights});
+  detail::RunAttention(target, {{batch, config_.num_heads, config_.num_kv_heads,
+                                 q_len, kv_len, hd},
+                                q.data,
+                                q.Heads(hd),
+                                k.data,
+                                k.Heads(hd),
+                                v.data,
+                                v.Heads(hd),
+                                context.data(),
+                                ctx.Heads(hd),
+                                mask,
+                                1.0f / std::sqrt(static_cast<float>(hd)),
+                                attention_weights});
   Project(target, context.data(), q_rows, d, w_o_.data(), d,
           config_.bias ? b_o_.data() : nullptr, d, output, d);
 }
@@ -134,7 +145,8 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
   const std::size_t target = detail::ChosenTargetIndex();
 
   const std::size_t d = config_.d_model, kv = detail::KvDim(config_);
-  const std::size_t wide = detail::QkvWidth(config_), hd = detail::HeadDim(config_);
+  const std::size_t wide = detail::QkvWidth(config_),
+                    hd = detail::HeadDim(config_);
   const std::size_t rows = batch * new_len, past = cache.length_;
   std::vector<float> qkv(rows * wide);
   Project(target, x, rows, d, w_qkv_.data(), wide,
@@ -144,7 +156,8 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
       const float* row = qkv.data() + (b * new_len + t) * wide;
       const std::size_t slot = (b * cache.capacity_ + past + t) * kv;
       std::memcpy(cache.keys_.data() + slot, row + d, kv * sizeof(float));
-      std::memcpy(cache.values_.data() + slot, row + d + kv, kv * sizeof(float));
+      std::memcpy(cache.values_.data() + slot, row + d + kv,
+                  kv * sizeof(float));
     }
   }
   cache.length_ = past + new_len;
@@ -155,12 +168,19 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
   const Projected values{cache.values_.data(), kv, cache.capacity_};
   AttentionMask causal;
   causal.causal = true;
-  detail::RunAttention(
-      target,
-      {{batch, config_.num_heads, config_.num_kv_heads, new_len, cache.length_, hd},
-       q.data, q.Heads(hd), keys.data, keys.Heads(hd), values.data,
-       values.Heads(hd), context.data(), ctx.Heads(hd), causal,
-       1.0f / std::sqrt(static_cast<float>(hd)), nullptr});
+  detail::RunAttention(target, {{batch, config_.num_heads, config_.num_kv_heads,
+                                 new_len, cache.length_, hd},
+                                q.data,
+                                q.Heads(hd),
+                                keys.data,
+                                keys.Heads(hd),
+                                values.data,
+                                values.Heads(hd),
+                                context.data(),
+                                ctx.Heads(hd),
+                                causal,
+                                1.0f / std::sqrt(static_cast<float>(hd)),
+                                nullptr});
   Project(target, context.data(), rows, d, w_o_.data(), d,
           config_.bias ? b_o_.data() : nullptr, d, output, d);
 }

@@ -66,7 +66,8 @@ MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& config)
 
 MultiHeadAttention::MultiHeadAttention(std::size_t d_model,
                                        std::size_t num_heads)
-    : MultiHeadAttention(MultiHeadAttentionConfig{d_model, num_heads, 0, false}) {
+    : MultiHeadAttention(
+          MultiHeadAttentionConfig{d_model, num_heads, 0, false}) {
   init_random(0);
 }
 
@@ -85,10 +86,12 @@ void MultiHeadAttention::set_weights(const MultiHeadAttentionWeights& w) {
                          "weights.b_o"};
   for (int i = 0; i < 4; ++i) {
     if (config_.bias && biases[i] == nullptr) {
-      detail::Fail(kSet, ": ", names[i], " must be given when config.bias is true");
+      detail::Fail(kSet, ": ", names[i],
+                   " must be given when config.bias is true");
     }
     if (!config_.bias && biases[i] != nullptr) {
-      detail::Fail(kSet, ": ", names[i], " must be null when config.bias is false");
+      detail::Fail(kSet, ": ", names[i],
+                   " must be null when config.bias is false");
     }
   }
   const std::size_t d = config_.d_model, kv = detail::KvDim(config_);
@@ -117,8 +120,10 @@ void MultiHeadAttention::init_random(std::uint64_t seed) {
   // Drawn in the order of the seed script: W_q, W_k, W_v, W_o, each [in, out].
   const std::vector<float> w_q = draw(d * d), w_k = draw(d * kv),
                            w_v = draw(d * kv), w_o = draw(d * d);
-  const std::vector<float> b_q(config_.bias ? d : 0), b_kv(config_.bias ? kv : 0);
-  MultiHeadAttentionWeights weights{w_q.data(), w_k.data(), w_v.data(), w_o.data()};
+  const std::vector<float> b_q(config_.bias ? d : 0),
+      b_kv(config_.bias ? kv : 0);
+  MultiHeadAttentionWeights weights{w_q.data(), w_k.data(), w_v.data(),
+                                    w_o.data()};
   if (config_.bias) {
     weights.b_q = weights.b_o = b_q.data();
     weights.b_k = weights.b_v = b_kv.data();

@@ -60,8 +60,8 @@ inline float ScaledRowMax(const float* HWY_RESTRICT x, std::size_t n,
     RowTail tail;
     // Pad with -inf after scaling, so that a negative scale cannot flip it.
     const RowVec scaled = hn::Mul(s, tail.Load(x + c, n - c, 0.0f));
-    const RowVec valid = hn::IfThenElse(hn::FirstN(d, n - c), scaled,
-                                        hn::Set(d, kNegInf));
+    const RowVec valid =
+        hn::IfThenElse(hn::FirstN(d, n - c), scaled, hn::Set(d, kNegInf));
     max = hn::Max(max, valid);
   }
   return hn::GetLane(hn::MaxOfLanes(d, max));
@@ -70,8 +70,8 @@ inline float ScaledRowMax(const float* HWY_RESTRICT x, std::size_t n,
 // y[c] = exp(scale * x[c] - shift) for c < n; returns the sum of the y[c]
 // (accumulated per lane, then across lanes: a fixed order). -inf gives 0.
 // x and y may be the same row.
-inline float ExpShiftedRow(const float* x, float* y, std::size_t n,
-                           float scale, float shift) {
+inline float ExpShiftedRow(const float* x, float* y, std::size_t n, float scale,
+                           float shift) {
   const RowTag d;
   const std::size_t lanes = hn::Lanes(d);
   const RowVec s = hn::Set(d, scale), m = hn::Set(d, shift);
@@ -84,7 +84,8 @@ inline float ExpShiftedRow(const float* x, float* y, std::size_t n,
   }
   if (c < n) {
     RowTail tail;
-    const RowVec e = hn::Exp(d, hn::MulSub(s, tail.Load(x + c, n - c, 0.0f), m));
+    const RowVec e =
+        hn::Exp(d, hn::MulSub(s, tail.Load(x + c, n - c, 0.0f), m));
     const RowVec valid = hn::IfThenElseZero(hn::FirstN(d, n - c), e);
     sum = hn::Add(sum, valid);
     tail.Store(valid, y + c, n - c);
@@ -98,7 +99,8 @@ inline void ScaleRow(float* HWY_RESTRICT y, std::size_t n, float factor) {
   const std::size_t lanes = hn::Lanes(d);
   const RowVec f = hn::Set(d, factor);
   std::size_t c = 0;
-  for (; c + lanes <= n; c += lanes) hn::StoreU(hn::Mul(f, hn::LoadU(d, y + c)), d, y + c);
+  for (; c + lanes <= n; c += lanes)
+    hn::StoreU(hn::Mul(f, hn::LoadU(d, y + c)), d, y + c);
   if (c < n) {
     RowTail tail;
     tail.Store(hn::Mul(f, tail.Load(y + c, n - c, 0.0f)), y + c, n - c);

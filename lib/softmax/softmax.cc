@@ -26,7 +26,8 @@ void SoftmaxKernel(const float* x, std::size_t ldx, float* y, std::size_t ldy,
   const std::size_t grain = std::max<std::size_t>(1, 4096 / cols);
   tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rows, grain),
                     [&](const tbb::blocked_range<std::size_t>& range) {
-                      for (std::size_t r = range.begin(); r < range.end(); ++r) {
+                      for (std::size_t r = range.begin(); r < range.end();
+                           ++r) {
                         SoftmaxRow(x + r * ldx, y + r * ldy, cols, scale);
                       }
                     });

@@ -1,9 +1,9 @@
 // A program built against an installed mha: one forward pass.
+#include <mha/mha.h>
+
 #include <cmath>
 #include <cstdio>
 #include <vector>
-
-#include <mha/mha.h>
 
 int main() {
   const mha::MultiHeadAttention layer(64, 4);
