@@ -15,7 +15,8 @@ float* ThreadScratch(ScratchSlot slot, std::size_t count) {
   thread_local std::array<Buffer, static_cast<std::size_t>(ScratchSlot::kCount)>
       buffers;
   Buffer& buffer = buffers[static_cast<std::size_t>(slot)];
-  if (buffer.size < count) {
+  if (buffer.size < count || !buffer.data) {
+    count = count == 0 ? 1 : count;  // Highway refuses empty allocations
     buffer.data = hwy::AllocateAligned<float>(count);
     buffer.size = count;
   }

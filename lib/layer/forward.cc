@@ -4,8 +4,8 @@
 
 #include <cmath>
 #include <cstring>
-#include <vector>
 
+#include "hwy/aligned_allocator.h"
 #include "lib/attention/attention_args.h"
 #include "lib/common/check.h"
 #include "lib/dispatch/dispatch.h"
@@ -15,6 +15,14 @@
 
 namespace mha {
 namespace {
+
+// Scratch for projections, written whole by the GEMMs before it is read:
+// no zero-filling of megabytes on every call.
+using Buffer = hwy::AlignedFreeUniquePtr<float[]>;
+Buffer Uninitialized(std::size_t count) {
+  // Highway refuses empty allocations (kv_len == 0 projects no keys).
+  return count == 0 ? Buffer() : hwy::AllocateAligned<float>(count);
+}
 
 // A row-major matrix of projections: row t of sequence b at data + (b *
 // rows_per_batch + t) * ld.
@@ -65,41 +73,41 @@ void MultiHeadAttention::forward(const float* query, const float* key,
   };
   const std::size_t q_rows = batch * q_len, kv_rows = batch * kv_len;
 
-  std::vector<float> q_proj, kv_proj, v_proj;
+  Buffer q_proj, kv_proj, v_proj;
   Projected q{}, k{}, v{};
   if (query == key && key == value && q_len == kv_len) {
     // Self-attention: Q, K and V in one GEMM against the fused weights.
-    q_proj.resize(q_rows * wide);
+    q_proj = Uninitialized(q_rows * wide);
     Project(target, query, q_rows, d, w_qkv_.data(), wide, bias, wide,
-            q_proj.data(), wide);
-    q = {q_proj.data(), wide, q_len};
-    k = {q_proj.data() + d, wide, kv_len};
-    v = {q_proj.data() + d + kv, wide, kv_len};
+            q_proj.get(), wide);
+    q = {q_proj.get(), wide, q_len};
+    k = {q_proj.get() + d, wide, kv_len};
+    v = {q_proj.get() + d + kv, wide, kv_len};
   } else {
-    q_proj.resize(q_rows * d);
+    q_proj = Uninitialized(q_rows * d);
     Project(target, query, q_rows, d, w_qkv_.data(), wide, bias, d,
-            q_proj.data(), d);
-    q = {q_proj.data(), d, q_len};
+            q_proj.get(), d);
+    q = {q_proj.get(), d, q_len};
     if (key == value) {  // K and V in one GEMM
-      kv_proj.resize(kv_rows * 2 * kv);
+      kv_proj = Uninitialized(kv_rows * 2 * kv);
       Project(target, key, kv_rows, d, w_qkv_.data() + d, wide, column_bias(d),
-              2 * kv, kv_proj.data(), 2 * kv);
-      k = {kv_proj.data(), 2 * kv, kv_len};
-      v = {kv_proj.data() + kv, 2 * kv, kv_len};
+              2 * kv, kv_proj.get(), 2 * kv);
+      k = {kv_proj.get(), 2 * kv, kv_len};
+      v = {kv_proj.get() + kv, 2 * kv, kv_len};
     } else {
-      kv_proj.resize(kv_rows * kv);
-      v_proj.resize(kv_rows * kv);
+      kv_proj = Uninitialized(kv_rows * kv);
+      v_proj = Uninitialized(kv_rows * kv);
       Project(target, key, kv_rows, d, w_qkv_.data() + d, wide, column_bias(d),
-              kv, kv_proj.data(), kv);
+              kv, kv_proj.get(), kv);
       Project(target, value, kv_rows, d, w_qkv_.data() + d + kv, wide,
-              column_bias(d + kv), kv, v_proj.data(), kv);
-      k = {kv_proj.data(), kv, kv_len};
-      v = {v_proj.data(), kv, kv_len};
+              column_bias(d + kv), kv, v_proj.get(), kv);
+      k = {kv_proj.get(), kv, kv_len};
+      v = {v_proj.get(), kv, kv_len};
     }
   }
 
-  std::vector<float> context(q_rows * d);
-  const Projected ctx{context.data(), d, q_len};
+  Buffer context = Uninitialized(q_rows * d);
+  const Projected ctx{context.get(), d, q_len};
   detail::RunAttention(target, {{batch, config_.num_heads, config_.num_kv_heads,
                                  q_len, kv_len, hd},
                                 q.data,
@@ -108,12 +116,12 @@ void MultiHeadAttention::forward(const float* query, const float* key,
                                 k.Heads(hd),
                                 v.data,
                                 v.Heads(hd),
-                                context.data(),
+                                context.get(),
                                 ctx.Heads(hd),
                                 mask,
                                 1.0f / std::sqrt(static_cast<float>(hd)),
                                 attention_weights});
-  Project(target, context.data(), q_rows, d, w_o_.data(), d,
+  Project(target, context.get(), q_rows, d, w_o_.data(), d,
           config_.bias ? b_o_.data() : nullptr, d, output, d);
 }
 
@@ -148,12 +156,12 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
   const std::size_t wide = detail::QkvWidth(config_),
                     hd = detail::HeadDim(config_);
   const std::size_t rows = batch * new_len, past = cache.length_;
-  std::vector<float> qkv(rows * wide);
+  Buffer qkv = Uninitialized(rows * wide);
   Project(target, x, rows, d, w_qkv_.data(), wide,
-          config_.bias ? b_qkv_.data() : nullptr, wide, qkv.data(), wide);
+          config_.bias ? b_qkv_.data() : nullptr, wide, qkv.get(), wide);
   for (std::size_t b = 0; b < batch; ++b) {
     for (std::size_t t = 0; t < new_len; ++t) {
-      const float* row = qkv.data() + (b * new_len + t) * wide;
+      const float* row = qkv.get() + (b * new_len + t) * wide;
       const std::size_t slot = (b * cache.capacity_ + past + t) * kv;
       std::memcpy(cache.keys_.data() + slot, row + d, kv * sizeof(float));
       std::memcpy(cache.values_.data() + slot, row + d + kv,
@@ -162,8 +170,8 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
   }
   cache.length_ = past + new_len;
 
-  std::vector<float> context(rows * d);
-  const Projected q{qkv.data(), wide, new_len}, ctx{context.data(), d, new_len};
+  Buffer context = Uninitialized(rows * d);
+  const Projected q{qkv.get(), wide, new_len}, ctx{context.get(), d, new_len};
   const Projected keys{cache.keys_.data(), kv, cache.capacity_};
   const Projected values{cache.values_.data(), kv, cache.capacity_};
   AttentionMask causal;
@@ -176,12 +184,12 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
                                 keys.Heads(hd),
                                 values.data,
                                 values.Heads(hd),
-                                context.data(),
+                                context.get(),
                                 ctx.Heads(hd),
                                 causal,
                                 1.0f / std::sqrt(static_cast<float>(hd)),
                                 nullptr});
-  Project(target, context.data(), rows, d, w_o_.data(), d,
+  Project(target, context.get(), rows, d, w_o_.data(), d,
           config_.bias ? b_o_.data() : nullptr, d, output, d);
 }
 
