@@ -5,7 +5,7 @@
 # that is already there.
 set -euo pipefail
 
-packages=(build-essential cmake pkg-config libhwy-dev libtbb-dev libgtest-dev
+packages=(build-essential clang cmake pkg-config libhwy-dev libtbb-dev libgtest-dev
           libbenchmark-dev libopenblas-dev python3 python3-matplotlib)
 missing=()
 for package in "${packages[@]}"; do

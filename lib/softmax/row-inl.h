@@ -45,6 +45,18 @@ struct RowTail {
 
 constexpr float kNegInf = -std::numeric_limits<float>::infinity();
 
+// The largest lane, -inf included. (Highway 1.0.3's EMU128 MaxOfLanes starts
+// from -FLT_MAX, so a vector of -inf would report -FLT_MAX and a row that sees
+// nothing would not be recognized: reduce through memory instead.)
+inline float MaxLane(RowVec v) {
+  const RowTag d;
+  HWY_ALIGN float lanes[hn::MaxLanes(RowTag())];
+  hn::Store(v, d, lanes);
+  float max = kNegInf;
+  for (std::size_t i = 0; i < hn::Lanes(d); ++i) max = std::max(max, lanes[i]);
+  return max;
+}
+
 // max over c < n of scale * x[c]; -inf when n == 0 or every entry is -inf.
 inline float ScaledRowMax(const float* HWY_RESTRICT x, std::size_t n,
                           float scale) {
@@ -64,7 +76,7 @@ inline float ScaledRowMax(const float* HWY_RESTRICT x, std::size_t n,
         hn::IfThenElse(hn::FirstN(d, n - c), scaled, hn::Set(d, kNegInf));
     max = hn::Max(max, valid);
   }
-  return hn::GetLane(hn::MaxOfLanes(d, max));
+  return MaxLane(max);
 }
 
 // y[c] = exp(scale * x[c] - shift) for c < n; returns the sum of the y[c]
