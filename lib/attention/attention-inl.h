@@ -16,9 +16,6 @@
 #define MHA_LIB_ATTENTION_ATTENTION_INL_H_
 #endif
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
@@ -29,6 +26,7 @@
 #include "lib/attention/decode_rows-inl.h"
 #include "lib/attention/row_tile-inl.h"
 #include "lib/attention/task.h"
+#include "lib/common/parallel.h"
 #include "lib/softmax/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -117,30 +115,30 @@ inline void AttentionTasks(const detail::AttentionArgs& args) {
       grid.key_ranges * grid.group * grid.q_tile * stride;
   std::vector<float> states(
       grid.key_ranges > 1 ? grid.tasks(s) / grid.key_ranges * tile_states : 0);
-  tbb::parallel_for(
-      tbb::blocked_range<std::size_t>(0, grid.tasks(s), 1),
-      [&](const tbb::blocked_range<std::size_t>& range) {
-        for (std::size_t t = range.begin(); t < range.end(); ++t) {
-          const detail::TaskRows rows = grid.Rows(s, t);
-          float* state =
-              grid.key_ranges == 1
-                  ? nullptr
-                  : states.data() + t / grid.key_ranges * tile_states +
-                        t % grid.key_ranges * grid.group * grid.q_tile * stride;
-          if (args.weights == nullptr && SuitsDecodeRows(args, rows.count())) {
-            DecodeRows task(args, rows);
-            task.Run();
-            Finish(args, rows, task.Results(), state);
-          } else {
-            RowTile tile(args, rows);
-            tile.Run();
-            Finish(args, rows, tile.Results(), state);
-          }
-        }
-      });
+  // Multiply-adds of Q K^T and P V.
+  const double work =
+      2.0 * s.batch * s.num_heads * s.q_len * s.kv_len * s.head_dim;
+  detail::ForEachTask(grid.tasks(s), work, [&](std::size_t t) {
+    const detail::TaskRows rows = grid.Rows(s, t);
+    float* state =
+        grid.key_ranges == 1
+            ? nullptr
+            : states.data() + t / grid.key_ranges * tile_states +
+                  t % grid.key_ranges * grid.group * grid.q_tile * stride;
+    if (args.weights == nullptr && SuitsDecodeRows(args, rows.count())) {
+      DecodeRows task(args, rows);
+      task.Run();
+      Finish(args, rows, task.Results(), state);
+    } else {
+      RowTile tile(args, rows);
+      tile.Run();
+      Finish(args, rows, tile.Results(), state);
+    }
+  });
   if (grid.key_ranges == 1) return;
-  tbb::parallel_for(
-      std::size_t{0}, grid.tasks(s) / grid.key_ranges, [&](std::size_t tile) {
+  const std::size_t tiles = grid.tasks(s) / grid.key_ranges;
+  detail::ForEachTask(
+      tiles, double(tiles) * tile_states, [&](std::size_t tile) {
         MergeRanges(args, grid, grid.Rows(s, tile * grid.key_ranges),
                     states.data() + tile * tile_states);
       });

@@ -11,15 +11,13 @@
 #define MHA_LIB_GEMM_GEMM_INL_H_
 #endif
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-
 #include <algorithm>
 #include <cstddef>
 #include <type_traits>
 
 #include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "lib/common/parallel.h"
 #include "lib/common/scratch.h"
 #include "lib/gemm/blocking-inl.h"
 #include "lib/gemm/gemm_args.h"
@@ -31,6 +29,10 @@ HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
+
+// A GEMM of fewer multiply-adds runs on the calling thread: two fork/joins
+// per kc slice cost more than a second core saves there.
+constexpr double kGemmParallelWork = 1 << 21;
 
 // How results combine with C for one kc slice: the first slice applies beta
 // and the bias, later ones add to what the first wrote.
@@ -119,15 +121,14 @@ inline BPanels PrepareB(const detail::GemmArgs& g, std::size_t jc,
   BPanels result{packed, block, p_stride, 0, kc};
   if (!g.trans_b && g.m <= 4 * kTileRows) result.direct_panels = nc / nr;
   const std::size_t first = result.direct_panels;
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(first, panels, 4),
-                    [&](const tbb::blocked_range<std::size_t>& range) {
-                      for (std::size_t j = range.begin(); j < range.end();
-                           ++j) {
-                        PackPanel(packed + (j - first) * kc * nr, nr,
-                                  block + j * nr * j_stride, j_stride, p_stride,
-                                  std::min(nr, nc - j * nr), kc);
-                      }
-                    });
+  detail::ForEachTask(
+      panels - first, double(g.m) * g.n * g.k,
+      [&](std::size_t i) {
+        const std::size_t j = first + i;
+        PackPanel(packed + i * kc * nr, nr, block + j * nr * j_stride, j_stride,
+                  p_stride, std::min(nr, nc - j * nr), kc);
+      },
+      kGemmParallelWork);
   return result;
 }
 
@@ -201,17 +202,16 @@ inline void GemmBlocked(const detail::GemmArgs& g) {
       const GemmEpilogue epilogue =
           pc == 0 ? GemmEpilogue{g.alpha, g.beta, g.beta != 0.0f, g.column_bias}
                   : GemmEpilogue{g.alpha, 1.0f, true, nullptr};
-      tbb::parallel_for(
-          tbb::blocked_range<std::size_t>(0, row_blocks * chunks, 1),
-          [&](const tbb::blocked_range<std::size_t>& tasks) {
-            for (std::size_t t = tasks.begin(); t < tasks.end(); ++t) {
-              const std::size_t i0 = (t / chunks) * kRowBlock;
-              const std::size_t j0 = (t % chunks) * chunk_panels;
-              MultiplyBlock(g, b_panels, i0, std::min(kRowBlock, g.m - i0), jc,
-                            nc, j0, std::min(panels, j0 + chunk_panels), pc,
-                            epilogue);
-            }
-          });
+      detail::ForEachTask(
+          row_blocks * chunks, double(g.m) * g.n * g.k,
+          [&](std::size_t t) {
+            const std::size_t i0 = (t / chunks) * kRowBlock;
+            const std::size_t j0 = (t % chunks) * chunk_panels;
+            MultiplyBlock(g, b_panels, i0, std::min(kRowBlock, g.m - i0), jc,
+                          nc, j0, std::min(panels, j0 + chunk_panels), pc,
+                          epilogue);
+          },
+          kGemmParallelWork);
     }
   }
 }

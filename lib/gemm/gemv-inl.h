@@ -11,13 +11,11 @@
 #define MHA_LIB_GEMM_GEMV_INL_H_
 #endif
 
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-
 #include <algorithm>
 #include <cstddef>
 
 #include "hwy/highway.h"
+#include "lib/common/parallel.h"
 #include "lib/common/scratch.h"
 #include "lib/gemm/blocking-inl.h"
 #include "lib/gemm/gemm_args.h"
@@ -77,17 +75,13 @@ inline void Gemv(const detail::GemmArgs& g) {
       kMaxWidth,
       RoundUp(std::max(kMinWidth, (full + kChunks - 1) / kChunks), lanes));
   const std::size_t chunks = (full + width - 1) / width;
-  tbb::parallel_for(
-      tbb::blocked_range<std::size_t>(0, chunks, 1),
-      [&](const tbb::blocked_range<std::size_t>& range) {
-        float* sums = detail::ThreadScratch(detail::ScratchSlot::kScores,
-                                            kGemvRows * kMaxWidth);
-        for (std::size_t t = range.begin(); t < range.end(); ++t) {
-          const std::size_t j0 = t * width, w = std::min(width, full - j0);
-          GemvChunk(g, j0, w, sums);
-          GemvStore(g, j0, w, sums);
-        }
-      });
+  detail::ForEachTask(chunks, double(g.m) * g.n * g.k, [&](std::size_t t) {
+    float* sums = detail::ThreadScratch(detail::ScratchSlot::kScores,
+                                        kGemvRows * kMaxWidth);
+    const std::size_t j0 = t * width, w = std::min(width, full - j0);
+    GemvChunk(g, j0, w, sums);
+    GemvStore(g, j0, w, sums);
+  });
   if (full == g.n) return;
   // Columns past the last whole vector, summed the same way, one by one.
   const std::size_t tail = g.n - full;

@@ -5,13 +5,11 @@
 #define HWY_TARGET_INCLUDE "lib/softmax/softmax.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-
 #include <algorithm>
 #include <cstddef>
 
 #include "hwy/highway.h"
+#include "lib/common/parallel.h"
 #include "lib/dispatch/dispatch.h"
 #include "lib/softmax/row-inl.h"
 
@@ -22,15 +20,16 @@ namespace HWY_NAMESPACE {
 void SoftmaxKernel(const float* x, std::size_t ldx, float* y, std::size_t ldy,
                    std::size_t rows, std::size_t cols, float scale) {
   detail::NoteKernelTarget(HWY_TARGET);
-  // Rows of a few thousand elements per task amortize the scheduling.
-  const std::size_t grain = std::max<std::size_t>(1, 4096 / cols);
-  tbb::parallel_for(tbb::blocked_range<std::size_t>(0, rows, grain),
-                    [&](const tbb::blocked_range<std::size_t>& range) {
-                      for (std::size_t r = range.begin(); r < range.end();
-                           ++r) {
-                        SoftmaxRow(x + r * ldx, y + r * ldy, cols, scale);
-                      }
-                    });
+  // Rows of a few thousand elements per task amortize the scheduling; an
+  // exponential costs about as much as a dozen multiply-adds.
+  const std::size_t rows_per_task = std::max<std::size_t>(1, 4096 / cols);
+  const std::size_t tasks = (rows + rows_per_task - 1) / rows_per_task;
+  detail::ForEachTask(tasks, 12.0 * rows * cols, [&](std::size_t t) {
+    const std::size_t end = std::min(rows, (t + 1) * rows_per_task);
+    for (std::size_t r = t * rows_per_task; r < end; ++r) {
+      SoftmaxRow(x + r * ldx, y + r * ldy, cols, scale);
+    }
+  });
 }
 
 }  // namespace HWY_NAMESPACE
