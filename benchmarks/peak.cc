@@ -19,8 +19,12 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 const char* PeakTargetName() { return hwy::TargetName(HWY_TARGET); }
 
-// Runs `steps` rounds of 16 independent FMA chains (more than latency x
-// pipes on any x86 core); returns flops done and a value to keep alive.
+// Runs `steps` rounds of 16 independent chains (more than latency x pipes
+// on any x86 core) and returns the flops done; `sink` keeps them alive.
+// With FMA, each step of a chain is one multiply-add (2 flops). Without it,
+// MulAdd is a multiply then a dependent add, whose latency would understate
+// what GEMM gets by pairing independent multiplies and adds: there, half the
+// chains multiply and half add (1 flop each).
 double FmaLoop(std::size_t steps, float* sink) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
@@ -28,12 +32,18 @@ double FmaLoop(std::size_t steps, float* sink) {
   V acc[16];
   for (int i = 0; i < 16; ++i) acc[i] = hn::Set(d, static_cast<float>(i));
   for (std::size_t s = 0; s < steps; ++s) {
+#if HWY_NATIVE_FMA
     for (int i = 0; i < 16; ++i) acc[i] = hn::MulAdd(acc[i], mul, add);
+#else
+    for (int i = 0; i < 8; ++i) acc[i] = hn::Mul(acc[i], mul);
+    for (int i = 8; i < 16; ++i) acc[i] = hn::Add(acc[i], add);
+#endif
   }
   V total = acc[0];
   for (int i = 1; i < 16; ++i) total = hn::Add(total, acc[i]);
   *sink = hn::GetLane(total);
-  return 2.0 * 16 * hn::Lanes(d) * static_cast<double>(steps);
+  const double flops_per_step = HWY_NATIVE_FMA ? 2.0 * 16 : 16.0;
+  return flops_per_step * hn::Lanes(d) * static_cast<double>(steps);
 }
 
 // Sums `count` floats (reads memory once); returns the sum.
