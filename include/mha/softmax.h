@@ -18,6 +18,7 @@ namespace mha {
 //
 // Accuracy: the exponential is within about 2 ULP; each output is within
 // about (cols + 4) * 2^-24 relative of the exact softmax of the fp32 inputs.
+// Terms below 2^-126 of the row's largest (scale*x - m < -87.3) are 0.
 // Rows run in parallel (oneTBB); results do not depend on the thread count.
 // Throws std::invalid_argument (writing nothing) for a too-small leading
 // dimension, a null pointer with work to do, or y == x with ldy != ldx.
