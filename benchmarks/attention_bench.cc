@@ -12,6 +12,9 @@
 #include <cblas.h>
 #include <tbb/task_arena.h>
 #endif
+#ifdef MHA_HAVE_ONEDNN
+#include "onednn.h"
+#endif
 
 namespace mha_bench {
 namespace {
@@ -133,6 +136,31 @@ void BM_AttentionComposedOpenBLAS(benchmark::State& state) {
   Report(state, p.Flops(), p.Bytes(), "OpenBLAS+mha::softmax");
 }
 BENCHMARK(BM_AttentionComposedOpenBLAS)->Apply(ComposedArgs)->UseRealTime();
+#endif
+
+#ifdef MHA_HAVE_ONEDNN
+// As PyTorch's unfused CPU attention: one batched matmul over all heads for
+// Q K^T, a softmax, one batched matmul for P V (oneDNN's own threads).
+void BM_AttentionComposedOneDNN(benchmark::State& state) {
+  Problem p(state);
+  const auto& s = p.shape;
+  if (p.mask.causal || s.num_kv_heads != s.num_heads) {
+    return state.SkipWithError("composition is unmasked, without GQA");
+  }
+  const std::size_t heads = s.batch * s.num_heads;
+  std::vector<float> scores(heads * s.q_len * s.kv_len);
+  OneDnnMatmul qk(heads, s.q_len, s.kv_len, s.head_dim, true);
+  OneDnnMatmul pv(heads, s.q_len, s.head_dim, s.kv_len, false);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  for (auto _ : state) {
+    qk.Run(p.q.data(), p.k.data(), scores.data());
+    mha::softmax(scores.data(), s.kv_len, scores.data(), s.kv_len, heads * s.q_len,
+                 s.kv_len, scale);
+    pv.Run(scores.data(), p.v.data(), p.out.data());
+  }
+  Report(state, p.Flops(), p.Bytes(), "oneDNN+mha::softmax");
+}
+BENCHMARK(BM_AttentionComposedOneDNN)->Apply(ComposedArgs)->UseRealTime();
 #endif
 
 }  // namespace

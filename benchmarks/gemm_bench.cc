@@ -6,6 +6,9 @@
 #include <cblas.h>
 #include <tbb/task_arena.h>
 #endif
+#ifdef MHA_HAVE_ONEDNN
+#include "onednn.h"
+#endif
 
 namespace mha_bench {
 namespace {
@@ -50,6 +53,21 @@ BENCHMARK(BM_SgemmOpenBLAS)
     ->Apply(GemmArgs)
     ->ArgNames({"m", "n", "k"})
     ->UseRealTime();
+#endif
+
+#ifdef MHA_HAVE_ONEDNN
+void BM_SgemmOneDNN(benchmark::State& state) {
+  const std::size_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const auto a = RandomVector(m * k, 1), b = RandomVector(k * n, 2);
+  std::vector<float> c(m * n);
+  OneDnnMatmul matmul(1, m, n, k, false);
+  for (auto _ : state) {
+    matmul.Run(a.data(), b.data(), c.data());
+    benchmark::DoNotOptimize(c.data());
+  }
+  Report(state, 2.0 * m * n * k, 4.0 * (m * k + k * n + m * n), "oneDNN");
+}
+BENCHMARK(BM_SgemmOneDNN)->Apply(GemmArgs)->ArgNames({"m", "n", "k"})->UseRealTime();
 #endif
 
 }  // namespace

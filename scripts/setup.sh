@@ -6,7 +6,7 @@
 set -euo pipefail
 
 packages=(build-essential clang cmake pkg-config libhwy-dev libtbb-dev libgtest-dev
-          libbenchmark-dev libopenblas-dev python3 python3-matplotlib)
+          libbenchmark-dev libopenblas-dev libdnnl-dev python3 python3-matplotlib)
 missing=()
 for package in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
