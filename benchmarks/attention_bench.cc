@@ -7,14 +7,7 @@
 #include <cmath>
 
 #include "bench_util.h"
-
-#ifdef MHA_HAVE_OPENBLAS
-#include <cblas.h>
-#include <tbb/task_arena.h>
-#endif
-#ifdef MHA_HAVE_ONEDNN
-#include "onednn.h"
-#endif
+#include "peers.h"
 
 namespace mha_bench {
 namespace {
@@ -154,8 +147,8 @@ void BM_AttentionComposedOneDNN(benchmark::State& state) {
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   for (auto _ : state) {
     qk.Run(p.q.data(), p.k.data(), scores.data());
-    mha::softmax(scores.data(), s.kv_len, scores.data(), s.kv_len, heads * s.q_len,
-                 s.kv_len, scale);
+    mha::softmax(scores.data(), s.kv_len, scores.data(), s.kv_len,
+                 heads * s.q_len, s.kv_len, scale);
     pv.Run(scores.data(), p.v.data(), p.out.data());
   }
   Report(state, p.Flops(), p.Bytes(), "oneDNN+mha::softmax");

@@ -1,14 +1,7 @@
 // SGEMM: square sizes and the shapes attention layers use (head_dim-sized
 // k or n, projections with many rows), against OpenBLAS when found.
 #include "bench_util.h"
-
-#ifdef MHA_HAVE_OPENBLAS
-#include <cblas.h>
-#include <tbb/task_arena.h>
-#endif
-#ifdef MHA_HAVE_ONEDNN
-#include "onednn.h"
-#endif
+#include "peers.h"
 
 namespace mha_bench {
 namespace {
@@ -67,7 +60,10 @@ void BM_SgemmOneDNN(benchmark::State& state) {
   }
   Report(state, 2.0 * m * n * k, 4.0 * (m * k + k * n + m * n), "oneDNN");
 }
-BENCHMARK(BM_SgemmOneDNN)->Apply(GemmArgs)->ArgNames({"m", "n", "k"})->UseRealTime();
+BENCHMARK(BM_SgemmOneDNN)
+    ->Apply(GemmArgs)
+    ->ArgNames({"m", "n", "k"})
+    ->UseRealTime();
 #endif
 
 }  // namespace

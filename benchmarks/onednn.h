@@ -3,9 +3,8 @@
 #ifndef MHA_BENCHMARKS_ONEDNN_H_
 #define MHA_BENCHMARKS_ONEDNN_H_
 
-#include <dnnl.hpp>
-
 #include <cstddef>
+#include <dnnl.hpp>
 #include <unordered_map>
 
 namespace mha_bench {
@@ -25,8 +24,8 @@ class OneDnnMatmul {
     b_ = trans_b ? memory::desc(dims{b, K, N}, f32, dims{N * K, 1, K})
                  : memory::desc(dims{b, K, N}, f32, dims{K * N, N, 1});
     c_ = memory::desc(dims{b, M, N}, f32, dims{M * N, N, 1});
-    matmul_ = dnnl::matmul(dnnl::matmul::primitive_desc(
-        dnnl::matmul::desc(a_, b_, c_), engine_));
+    matmul_ = dnnl::matmul(
+        dnnl::matmul::primitive_desc(dnnl::matmul::desc(a_, b_, c_), engine_));
   }
 
   void Run(const float* a, const float* b, float* c) {

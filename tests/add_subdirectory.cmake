@@ -2,14 +2,7 @@
 # only the library is built by default (no tests, benchmarks or examples),
 # then builds and runs its consumer.
 file(REMOVE_RECURSE "${WORK_DIR}")
-function(run)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result OUTPUT_VARIABLE out
-                  ERROR_VARIABLE out)
-  if(NOT result EQUAL 0)
-    message(FATAL_ERROR "failed: ${ARGN}\n${out}")
-  endif()
-  set(last_output "${out}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/run_checked.cmake)
 
 run(${CMAKE_COMMAND} -S "${SUBPROJECT_DIR}" -B "${WORK_DIR}"
     -DMHA_SOURCE_DIR=${MHA_SOURCE_DIR} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
@@ -21,8 +14,4 @@ foreach(unwanted mha_tests mha_benchmarks seed_demo)
   endif()
 endforeach()
 run(${CMAKE_COMMAND} --build "${WORK_DIR}" -j2)
-run("${WORK_DIR}/consumer")
-if(NOT last_output MATCHES "consumer ok")
-  message(FATAL_ERROR "unexpected consumer output: ${last_output}")
-endif()
-message(STATUS "${last_output}")
+expect_consumer_runs("${WORK_DIR}/consumer")

@@ -46,6 +46,33 @@ void Project(std::size_t target, const float* x, std::size_t rows,
                            0.0f, out, ldo, bias});
 }
 
+// The second half of a forward pass: attention of the projected heads into
+// a context buffer, then the output projection into `output`.
+void AttendAndProject(std::size_t target, const MultiHeadAttentionConfig& c,
+                      const float* w_o, const float* b_o, std::size_t batch,
+                      std::size_t q_len, std::size_t kv_len, const Projected& q,
+                      const Projected& k, const Projected& v,
+                      const AttentionMask& mask, float* weights,
+                      float* output) {
+  const std::size_t d = c.d_model, hd = detail::HeadDim(c);
+  Buffer context = Uninitialized(batch * q_len * d);
+  const Projected ctx{context.get(), d, q_len};
+  detail::RunAttention(target,
+                       {{batch, c.num_heads, c.num_kv_heads, q_len, kv_len, hd},
+                        q.data,
+                        q.Heads(hd),
+                        k.data,
+                        k.Heads(hd),
+                        v.data,
+                        v.Heads(hd),
+                        context.get(),
+                        ctx.Heads(hd),
+                        mask,
+                        1.0f / std::sqrt(static_cast<float>(hd)),
+                        weights});
+  Project(target, context.get(), batch * q_len, d, w_o, d, b_o, d, output, d);
+}
+
 }  // namespace
 
 void MultiHeadAttention::forward(const float* query, const float* key,
@@ -65,8 +92,7 @@ void MultiHeadAttention::forward(const float* query, const float* key,
   const std::size_t target = detail::ChosenTargetIndex();
 
   const std::size_t d = config_.d_model, kv = detail::KvDim(config_);
-  const std::size_t wide = detail::QkvWidth(config_),
-                    hd = detail::HeadDim(config_);
+  const std::size_t wide = detail::QkvWidth(config_);
   const float* bias = config_.bias ? b_qkv_.data() : nullptr;
   auto column_bias = [bias](std::size_t col0) {
     return bias ? bias + col0 : nullptr;
@@ -106,23 +132,9 @@ void MultiHeadAttention::forward(const float* query, const float* key,
     }
   }
 
-  Buffer context = Uninitialized(q_rows * d);
-  const Projected ctx{context.get(), d, q_len};
-  detail::RunAttention(target, {{batch, config_.num_heads, config_.num_kv_heads,
-                                 q_len, kv_len, hd},
-                                q.data,
-                                q.Heads(hd),
-                                k.data,
-                                k.Heads(hd),
-                                v.data,
-                                v.Heads(hd),
-                                context.get(),
-                                ctx.Heads(hd),
-                                mask,
-                                1.0f / std::sqrt(static_cast<float>(hd)),
-                                attention_weights});
-  Project(target, context.get(), q_rows, d, w_o_.data(), d,
-          config_.bias ? b_o_.data() : nullptr, d, output, d);
+  AttendAndProject(target, config_, w_o_.data(),
+                   config_.bias ? b_o_.data() : nullptr, batch, q_len, kv_len,
+                   q, k, v, mask, attention_weights, output);
 }
 
 void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
@@ -153,8 +165,7 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
   const std::size_t target = detail::ChosenTargetIndex();
 
   const std::size_t d = config_.d_model, kv = detail::KvDim(config_);
-  const std::size_t wide = detail::QkvWidth(config_),
-                    hd = detail::HeadDim(config_);
+  const std::size_t wide = detail::QkvWidth(config_);
   const std::size_t rows = batch * new_len, past = cache.length_;
   Buffer qkv = Uninitialized(rows * wide);
   Project(target, x, rows, d, w_qkv_.data(), wide,
@@ -170,27 +181,14 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
   }
   cache.length_ = past + new_len;
 
-  Buffer context = Uninitialized(rows * d);
-  const Projected q{qkv.get(), wide, new_len}, ctx{context.get(), d, new_len};
+  const Projected q{qkv.get(), wide, new_len};
   const Projected keys{cache.keys_.data(), kv, cache.capacity_};
   const Projected values{cache.values_.data(), kv, cache.capacity_};
   AttentionMask causal;
   causal.causal = true;
-  detail::RunAttention(target, {{batch, config_.num_heads, config_.num_kv_heads,
-                                 new_len, cache.length_, hd},
-                                q.data,
-                                q.Heads(hd),
-                                keys.data,
-                                keys.Heads(hd),
-                                values.data,
-                                values.Heads(hd),
-                                context.get(),
-                                ctx.Heads(hd),
-                                causal,
-                                1.0f / std::sqrt(static_cast<float>(hd)),
-                                nullptr});
-  Project(target, context.get(), rows, d, w_o_.data(), d,
-          config_.bias ? b_o_.data() : nullptr, d, output, d);
+  AttendAndProject(target, config_, w_o_.data(),
+                   config_.bias ? b_o_.data() : nullptr, batch, new_len,
+                   cache.length_, q, keys, values, causal, nullptr, output);
 }
 
 }  // namespace mha
