@@ -10,12 +10,10 @@ namespace mha::detail {
 // Buffers a leaf task may hold at once; each slot is a distinct buffer.
 enum class ScratchSlot {
   kPackedA,
-  kScores,
-  kProbabilities,
   kPackedK,
   kPackedV,
+  kScores,
   kAccumulator,
-  kRowState,
   kCount
 };
 

@@ -60,29 +60,6 @@ inline void PackPanel(float* HWY_RESTRICT panel, std::size_t width,
   }
 }
 
-// Packs rows given by pointers (rows[r] + col0 .. + depth) into panels of
-// kTileRows rows; rows past `valid_rows` are zero. Used where the rows of an
-// operand are not evenly strided (query rows of a head group).
-inline void PackRowPanels(float* HWY_RESTRICT panels, std::size_t panel_rows,
-                          const float* const* rows, std::size_t valid_rows,
-                          std::size_t col0, std::size_t depth) {
-  const std::size_t padded_rows =
-      (valid_rows + panel_rows - 1) / panel_rows * panel_rows;
-  for (std::size_t r0 = 0; r0 < padded_rows; r0 += panel_rows) {
-    float* HWY_RESTRICT panel = panels + r0 * depth;
-    for (std::size_t r = 0; r < panel_rows; ++r) {
-      if (r0 + r < valid_rows) {
-        const float* HWY_RESTRICT from = rows[r0 + r] + col0;
-        for (std::size_t p = 0; p < depth; ++p)
-          panel[p * panel_rows + r] = from[p];
-      } else {
-        for (std::size_t p = 0; p < depth; ++p)
-          panel[p * panel_rows + r] = 0.0f;
-      }
-    }
-  }
-}
-
 }  // namespace HWY_NAMESPACE
 }  // namespace mha
 HWY_AFTER_NAMESPACE();
