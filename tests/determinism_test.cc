@@ -1,5 +1,6 @@
 // Every call gives bitwise-identical results on 1 thread and on 2, on every
 // target: no reduction depends on how the work is split.
+#include <thread>
 #include <vector>
 
 #include "test_util.h"
@@ -78,6 +79,34 @@ TEST_P(DeterminismTest, ForwardAndForwardCached) {
 }
 
 MHA_INSTANTIATE_PER_TARGET(DeterminismTest);
+
+// const members may run concurrently on one object: two threads calling
+// forward (and forward_cached on their own caches) on one layer get what a
+// lone call gets, bit for bit.
+TEST(Concurrency, ConstCallsOnOneLayerFromTwoThreads) {
+  const mha::MultiHeadAttention layer({128, 4, 2, true});
+  const std::vector<float> x = RandomVector(2 * 40 * 128, 9);
+  std::vector<float> alone(x.size()), cached_alone(x.size());
+  layer.forward(x.data(), x.data(), x.data(), 2, 40, 40, alone.data());
+  mha::KVCache cache(layer.config(), 2, 40);
+  layer.forward_cached(x.data(), 2, 40, cache, cached_alone.data());
+  std::vector<std::vector<float>> outs(2, std::vector<float>(x.size()));
+  std::vector<std::vector<float>> cached(2, std::vector<float>(x.size()));
+  auto work = [&](int t) {
+    for (int repeat = 0; repeat < 20; ++repeat) {
+      layer.forward(x.data(), x.data(), x.data(), 2, 40, 40, outs[t].data());
+      mha::KVCache own(layer.config(), 2, 40);
+      layer.forward_cached(x.data(), 2, 40, own, cached[t].data());
+    }
+  };
+  std::thread first(work, 0), second(work, 1);
+  first.join();
+  second.join();
+  for (int t = 0; t < 2; ++t) {
+    ExpectBitwiseEqual(outs[t], alone);
+    ExpectBitwiseEqual(cached[t], cached_alone);
+  }
+}
 
 }  // namespace
 }  // namespace mha_test
