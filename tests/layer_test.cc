@@ -220,17 +220,6 @@ TEST_P(LayerTest, SeedConstructorIsDeterministicAndCopiesAreIndependent) {
 
 MHA_INSTANTIATE_PER_TARGET(LayerTest);
 
-template <class Call>
-void ExpectInvalid(const std::string& fragment, Call&& call) {
-  try {
-    call();
-    ADD_FAILURE() << "no exception; wanted " << fragment;
-  } catch (const std::invalid_argument& e) {
-    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
-        << e.what();
-  }
-}
-
 TEST(LayerErrors, InvalidConfigs) {
   ExpectInvalid("d_model (510) must be divisible by num_heads (8)", [] {
     mha::MultiHeadAttention({510, 8, 0, false});

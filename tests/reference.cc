@@ -28,15 +28,27 @@ std::vector<double> ReferenceGemm(bool trans_a, bool trans_b, std::size_t m,
 
 namespace {
 
-// Softmax of logits where -inf hides an entry; all hidden gives all zeros.
-std::vector<double> SoftmaxOf(const std::vector<double>& logits) {
-  double max = -std::numeric_limits<double>::infinity();
-  for (double x : logits) max = std::max(max, x);
+// Softmax of logits where hidden entries (those marked, and -inf) get 0 and
+// all hidden gives all zeros; a logit of a visible entry that is not finite
+// (NaN or Inf: exp(inf - inf) is NaN) makes every entry NaN.
+std::vector<double> SoftmaxOf(const std::vector<double>& logits,
+                              const std::vector<bool>& hidden) {
+  const double kNegInf = -std::numeric_limits<double>::infinity();
+  double max = kNegInf;
+  for (std::size_t j = 0; j < logits.size(); ++j) {
+    if (hidden[j] || logits[j] == kNegInf) continue;
+    if (!std::isfinite(logits[j])) {
+      return std::vector<double>(logits.size(),
+                                 std::numeric_limits<double>::quiet_NaN());
+    }
+    max = std::max(max, logits[j]);
+  }
   std::vector<double> p(logits.size(), 0.0);
-  if (max == -std::numeric_limits<double>::infinity()) return p;
+  if (max == kNegInf) return p;
   double sum = 0.0;
-  for (std::size_t j = 0; j < logits.size(); ++j)
-    sum += p[j] = std::exp(logits[j] - max);
+  for (std::size_t j = 0; j < logits.size(); ++j) {
+    if (!hidden[j]) sum += p[j] = std::exp(logits[j] - max);
+  }
   for (double& x : p) x /= sum;
   return p;
 }
@@ -50,7 +62,9 @@ std::vector<double> ReferenceSoftmax(const float* x, std::size_t ldx,
   for (std::size_t r = 0; r < rows; ++r) {
     std::vector<double> logits(cols);
     for (std::size_t j = 0; j < cols; ++j) logits[j] = scale * x[r * ldx + j];
-    const std::vector<double> p = SoftmaxOf(logits);
+    // softmax's -inf entries get 0; its NaN and +inf make the row NaN.
+    const std::vector<double> p =
+        SoftmaxOf(logits, std::vector<bool>(cols, false));
     result.insert(result.end(), p.begin(), p.end());
   }
   return result;
@@ -72,6 +86,7 @@ ReferenceAttentionResult ReferenceAttention(const mha::AttentionShape& s,
       const std::size_t kvh = h / group;
       for (std::size_t i = 0; i < s.q_len; ++i) {
         std::vector<double> logits(s.kv_len, kNegInf);
+        std::vector<bool> hidden(s.kv_len, true);
         for (std::size_t j = 0; j < s.kv_len; ++j) {
           const long long last = static_cast<long long>(i) +
                                  static_cast<long long>(s.kv_len) -
@@ -80,6 +95,9 @@ ReferenceAttentionResult ReferenceAttention(const mha::AttentionShape& s,
           if (mask.kv_lengths &&
               j >= static_cast<std::size_t>(mask.kv_lengths[b]))
             continue;
+          // A -inf bias hides the key: its K and V are never read.
+          if (mask.bias && mask.bias[i * s.kv_len + j] == kNegInf) continue;
+          hidden[j] = false;
           double dot = 0.0;
           for (std::size_t c = 0; c < s.head_dim; ++c) {
             dot += static_cast<double>(
@@ -88,11 +106,15 @@ ReferenceAttentionResult ReferenceAttention(const mha::AttentionShape& s,
           }
           logits[j] =
               scale * dot + (mask.bias ? mask.bias[i * s.kv_len + j] : 0.0);
+          // NaN or Inf in q or k, or a NaN or +inf bias: the row is NaN.
+          if (!std::isfinite(logits[j]))
+            logits[j] = std::numeric_limits<double>::quiet_NaN();
         }
-        const std::vector<double> p = SoftmaxOf(logits);
+        const std::vector<double> p = SoftmaxOf(logits, hidden);
         const std::size_t row = (b * s.num_heads + h) * s.q_len + i;
         for (std::size_t j = 0; j < s.kv_len; ++j) {
           r.weights[row * s.kv_len + j] = p[j];
+          if (hidden[j]) continue;  // V of a hidden key is never read
           for (std::size_t c = 0; c < s.head_dim; ++c) {
             r.out[row * s.head_dim + c] +=
                 p[j] * v[b * vl.batch + kvh * vl.head + j * vl.token + c];

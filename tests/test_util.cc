@@ -6,6 +6,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <vector>
 
 namespace mha_test {
 namespace {
@@ -61,6 +62,23 @@ double RelativeError(const std::string& kernel, const float* got,
   double& worst = Worst().by_kernel[kernel];
   worst = std::max(worst, error);
   return error;
+}
+
+double RelativeErrorWithNaNs(const std::string& kernel, const float* got,
+                             const double* want, std::size_t count,
+                             double floor) {
+  std::vector<float> got_numbers;
+  std::vector<double> want_numbers;
+  for (std::size_t i = 0; i < count; ++i) {
+    if (std::isnan(want[i])) {
+      EXPECT_TRUE(std::isnan(got[i])) << "NaN expected at " << i;
+    } else {
+      got_numbers.push_back(got[i]);
+      want_numbers.push_back(want[i]);
+    }
+  }
+  return RelativeError(kernel, got_numbers.data(), want_numbers.data(),
+                       got_numbers.size(), floor);
 }
 
 void ExpectBitwiseEqual(const std::vector<float>& got,

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <limits>
 #include <random>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,26 @@ std::vector<float> RandomVector(std::size_t count, std::uint32_t seed,
 double RelativeError(const std::string& kernel, const float* got,
                      const double* want, std::size_t count,
                      double floor = 1e-3);
+
+// Like RelativeError, for results where NaN is expected in places (the
+// NaN rules): checks that got holds NaN exactly where want does, and returns
+// the normwise error of the other entries.
+double RelativeErrorWithNaNs(const std::string& kernel, const float* got,
+                             const double* want, std::size_t count,
+                             double floor = 1e-3);
+
+// Expects call() to throw std::invalid_argument whose message contains
+// `fragment`.
+template <class Call>
+void ExpectInvalid(const std::string& fragment, Call&& call) {
+  try {
+    call();
+    ADD_FAILURE() << "no exception; wanted " << fragment;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos)
+        << e.what();
+  }
+}
 
 // Checks got == want bit for bit.
 void ExpectBitwiseEqual(const std::vector<float>& got,

@@ -46,19 +46,31 @@ struct AttentionShape {
 //
 // A query row that sees no key at all (fully masked, kv_len == 0, or a causal
 // row before the first key) gets an output of zeros and weights of zeros.
-// A -inf bias hides a key; +inf or NaN in a logit, and NaN anywhere in q, k or
-// v, propagate to that row's output (unspecified values, memory-safe).
+//
+// Hidden keys never count: a key hidden from a row (causal, kv_lengths, a
+// -inf bias) is never read into that row, so NaN or Inf in its K or V (an
+// engine's padded or unwritten cache slots) changes nothing there.
+// NaN propagates: NaN or Inf in a query row, or in the K or V of a key the
+// row sees, or a NaN or +inf bias of such a key, makes that row's output
+// (and its weights) NaN, never a silently clean value. Finite inputs whose
+// logits overflow float (|scale * q.k| > 3.4e38) count as Inf.
 //
 // Without weights the kernel is fused (online softmax over key blocks): its
 // extra memory is O(threads x tile), never O(q_len x kv_len).
 //
 // Ranges: num_heads, num_kv_heads and head_dim positive; batch, q_len, kv_len
-// may be zero (nothing to do, or zeros for kv_len == 0). Otherwise throws
-// std::invalid_argument naming the parameter, having written nothing.
-// Accuracy: each output within about (head_dim + kv_len) * 2^-23 relative of
-// the exact result for the fp32 inputs (sums of |p v|). Parallel over (batch,
-// kv head, query tile) with oneTBB; bitwise identical whatever the thread
-// count. Outputs must not overlap inputs.
+// may be zero (nothing to do, or zeros for kv_len == 0); scale finite (0
+// means 1/sqrt(head_dim)). A view's extent (the elements from its first to
+// its last), the weights' or the bias's size, or the count of query rows or
+// keys that overflows throws. out and weights must not overlap q, k, v, the
+// bias or each other (each taken as the range it spans): that throws.
+// Otherwise throws std::invalid_argument naming the parameter, having
+// written nothing.
+// Accuracy: with L the largest |logit| (scale * q.k + bias) of a row, each
+// output is within about (head_dim + 64 + 4 L) * 2^-23 of the exact result
+// for the fp32 inputs, relative to max |v| over the keys the row sees
+// (sums of p v). Parallel over (batch, kv head, query tile) with oneTBB;
+// bitwise identical whatever the thread count.
 void attention(const AttentionShape& shape, const float* q, Layout q_layout,
                const float* k, Layout k_layout, const float* v, Layout v_layout,
                float* out, Layout out_layout, const AttentionMask& mask = {},

@@ -26,7 +26,9 @@ enum class Transpose : bool { No = false, Yes = true };
 //
 // Parallel over tiles of C with oneTBB, in the caller's task_arena.
 // Throws std::invalid_argument (writing nothing) for a too-small leading
-// dimension or a null pointer that has work to do. C must not overlap A or B.
+// dimension, a null pointer that has work to do, a matrix whose extent
+// ((rows - 1) * ld + cols elements) overflows, or C overlapping the memory
+// of A or B (each taken as the range from its first to its last element).
 void sgemm(Transpose trans_a, Transpose trans_b, std::size_t m, std::size_t n,
            std::size_t k, float alpha, const float* a, std::size_t lda,
            const float* b, std::size_t ldb, float beta, float* c,

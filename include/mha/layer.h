@@ -39,11 +39,16 @@ struct MultiHeadAttentionWeights {
 
 class KVCache;
 
-// Accuracy: outputs are within about (d_model + kv_len) * 2^-22 relative of a
-// double-precision evaluation on the same fp32 inputs and weights. Rows that
-// see no key output b_o (zeros without bias). NaN/Inf in inputs or weights
-// propagate. Results do not depend on the thread count. Copyable and
-// movable; const members may run concurrently on one object.
+// Accuracy: outputs are within about (d_model + kv_len + 4 L) * 2^-22
+// relative of a double-precision evaluation on the same fp32 inputs and
+// weights, L being the largest |logit| of the attention. Rows that see no key
+// output b_o (zeros without bias). NaN or Inf in a query row, in the key or
+// value row of a token the row sees, or in the weights makes the outputs it
+// reaches NaN; tokens hidden by the mask never count, whatever they hold.
+// Sizes whose products overflow (batch x length x d_model, the attention
+// weights) throw; outputs must not overlap inputs (checked: throws). Results
+// do not depend on the thread count. Copyable and movable; const members may
+// run concurrently on one object.
 class MultiHeadAttention {
  public:
   // Weights start at zero. Throws std::invalid_argument unless d_model and
@@ -92,10 +97,15 @@ class MultiHeadAttention {
 };
 
 // Keys and values of past tokens, [batch, max_len, kv_dim] each.
+//
+// Sharing: forward_cached writes the cache it is given, so calls that share
+// one cache must not run concurrently (calls on distinct caches, and const
+// calls such as length(), may). A copy is independent of its source.
 class KVCache {
  public:
   // Room for max_len tokens of each of `batch` sequences, for layers of this
-  // config. Throws std::invalid_argument for an invalid config.
+  // config. Throws std::invalid_argument for an invalid config, or when
+  // batch x max_len x kv_dim overflows (before allocating anything).
   KVCache(const MultiHeadAttentionConfig& config, std::size_t batch,
           std::size_t max_len);
   std::size_t length() const;    // tokens held per sequence

@@ -11,17 +11,22 @@ namespace mha {
 // so finite logits of any magnitude (1e4, 1e30) never overflow.
 //
 // Ranges: ldx >= cols, ldy >= cols; rows == 0 or cols == 0 does nothing.
-// In place is allowed (y == x with ldy == ldx); other overlaps are not.
+// scale must be finite. In place is allowed (y == x with ldy == ldx); any
+// other overlap of y with x throws. A size (rows - 1) * ld + cols that
+// overflows throws.
 // -inf entries get exactly 0; a row that is all -inf gets all zeros (it is a
-// row that sees nothing). +inf or NaN entries give unspecified, memory-safe
-// results. scale is expected positive and finite.
+// row that sees nothing). A row holding NaN or +inf is all NaN.
 //
-// Accuracy: the exponential is within about 2 ULP; each output is within
-// about (cols + 4) * 2^-24 relative of the exact softmax of the fp32 inputs.
-// Terms below 2^-126 of the row's largest (scale*x - m < -87.3) are 0.
+// Accuracy: with L the largest |scale * x| of a row, each output p is within
+// (cols + 4 + 3 L) * 2^-24 * p of the exact softmax of the fp32 inputs, for
+// entries down to 2^-126 of the row's largest term (smaller ones, where
+// scale * x - m < -87.3, are 0). On targets with FMA (AVX2 and up, NEON,
+// SVE) scale * x - m is computed with one rounding and the L term is about 0;
+// without it (SSE4, SSSE3, SCALAR, EMU128) large logits lose L * 2^-24.
 // Rows run in parallel (oneTBB); results do not depend on the thread count.
 // Throws std::invalid_argument (writing nothing) for a too-small leading
-// dimension, a null pointer with work to do, or y == x with ldy != ldx.
+// dimension, a null pointer with work to do, a non-finite scale, a forbidden
+// overlap, or y == x with ldy != ldx.
 void softmax(const float* x, std::size_t ldx, float* y, std::size_t ldy,
              std::size_t rows, std::size_t cols, float scale = 1.0f);
 

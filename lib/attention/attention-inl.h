@@ -83,8 +83,12 @@ inline void MergeRanges(const detail::AttentionArgs& args, const TaskGrid& grid,
       max = std::max(max, states[k * range_stride + r * stride]);
     }
     float* out = detail::OutputRow(args, rows, r);
-    std::fill(out, out + dim, 0.0f);
-    if (max == kNegInf) continue;  // saw no key
+    bool poisoned = false;  // a range saw NaN or +inf logits
+    for (std::size_t k = 0; k < grid.key_ranges; ++k) {
+      poisoned |= std::isnan(states[k * range_stride + r * stride + 1]);
+    }
+    std::fill(out, out + dim, poisoned ? kNaN : 0.0f);
+    if (poisoned || max == kNegInf) continue;  // NaN, or saw no key
     float sum = 0.0f;
     for (std::size_t k = 0; k < grid.key_ranges; ++k) {
       const float* state = states + k * range_stride + r * stride;

@@ -24,6 +24,7 @@ HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include <cmath>
+#include <utility>
 
 #include "lib/common/check.h"
 #include "mha/attention.h"
@@ -45,6 +46,16 @@ void CheckMask(const char* where, const AttentionMask& mask, std::size_t batch,
   }
 }
 
+std::size_t ViewExtent(const char* where, const char* name, Layout layout,
+                       std::size_t batch, std::size_t heads, std::size_t tokens,
+                       std::size_t head_dim) {
+  const SizeCheck size(where, name);
+  if (batch == 0 || heads == 0 || tokens == 0 || head_dim == 0) return 0;
+  return size.Sum(size.Sum(size.Product(batch - 1, layout.batch),
+                           size.Product(heads - 1, layout.head)),
+                  size.Sum(size.Product(tokens - 1, layout.token), head_dim));
+}
+
 void RunAttention(std::size_t target_index, const AttentionArgs& args) {
   MHA_CALL_TARGET(target_index, AttentionKernel)(args);
 }
@@ -57,22 +68,55 @@ void attention(const AttentionShape& shape, const float* q, Layout q_layout,
                float scale, float* weights) {
   constexpr const char* kWhere = "mha::attention";
   if (shape.batch == 0 || shape.q_len == 0) return;
-  detail::CheckPositive(kWhere, "shape.num_heads", shape.num_heads);
-  detail::CheckPositive(kWhere, "shape.num_kv_heads", shape.num_kv_heads);
-  detail::CheckPositive(kWhere, "shape.head_dim", shape.head_dim);
-  if (shape.num_heads % shape.num_kv_heads != 0) {
-    detail::Fail(kWhere, ": shape.num_kv_heads (", shape.num_kv_heads,
-                 ") must divide shape.num_heads (", shape.num_heads, ")");
+  const AttentionShape& s = shape;
+  detail::CheckPositive(kWhere, "shape.num_heads", s.num_heads);
+  detail::CheckPositive(kWhere, "shape.num_kv_heads", s.num_kv_heads);
+  detail::CheckPositive(kWhere, "shape.head_dim", s.head_dim);
+  if (s.num_heads % s.num_kv_heads != 0) {
+    detail::Fail(kWhere, ": shape.num_kv_heads (", s.num_kv_heads,
+                 ") must divide shape.num_heads (", s.num_heads, ")");
   }
+  detail::CheckFinite(kWhere, "scale", scale);
   detail::CheckNotNull(kWhere, "q", q);
   detail::CheckNotNull(kWhere, "out", out);
-  if (shape.kv_len > 0) {
+  if (s.kv_len > 0) {
     detail::CheckNotNull(kWhere, "k", k);
     detail::CheckNotNull(kWhere, "v", v);
   }
-  detail::CheckMask(kWhere, mask, shape.batch, shape.kv_len);
-  if (scale == 0.0f)
-    scale = 1.0f / std::sqrt(static_cast<float>(shape.head_dim));
+  detail::CheckMask(kWhere, mask, s.batch, s.kv_len);
+  // Every query row and every key must be countable, so that the kernels'
+  // (signed) index arithmetic cannot overflow.
+  detail::SizeCheck(kWhere, "the query rows")
+      .Product(s.batch, s.num_heads, s.q_len);
+  detail::SizeCheck(kWhere, "the keys")
+      .Product(s.batch, s.num_kv_heads, s.kv_len);
+  using detail::Span;
+  using detail::ViewExtent;
+  const Span q_span{q, ViewExtent(kWhere, "q", q_layout, s.batch, s.num_heads,
+                                  s.q_len, s.head_dim)};
+  const Span k_span{k, ViewExtent(kWhere, "k", k_layout, s.batch,
+                                  s.num_kv_heads, s.kv_len, s.head_dim)};
+  const Span v_span{v, ViewExtent(kWhere, "v", v_layout, s.batch,
+                                  s.num_kv_heads, s.kv_len, s.head_dim)};
+  const Span out_span{out, ViewExtent(kWhere, "out", out_layout, s.batch,
+                                      s.num_heads, s.q_len, s.head_dim)};
+  const Span bias_span{
+      mask.bias,
+      mask.bias
+          ? detail::SizeCheck(kWhere, "mask.bias").Product(s.q_len, s.kv_len)
+          : 0};
+  const Span weights_span{
+      weights, weights ? detail::SizeCheck(kWhere, "weights")
+                             .Product(s.batch * s.num_heads, s.q_len, s.kv_len)
+                       : 0};
+  const std::pair<const char*, Span> inputs[] = {
+      {"q", q_span}, {"k", k_span}, {"v", v_span}, {"mask.bias", bias_span}};
+  for (const auto& [name, span] : inputs) {
+    detail::CheckDisjoint(kWhere, "out", out_span, name, span);
+    detail::CheckDisjoint(kWhere, "weights", weights_span, name, span);
+  }
+  detail::CheckDisjoint(kWhere, "weights", weights_span, "out", out_span);
+  if (scale == 0.0f) scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   detail::RunAttention(detail::ChosenTargetIndex(),
                        {shape, q, q_layout, k, k_layout, v, v_layout, out,
                         out_layout, mask, scale, weights});

@@ -29,6 +29,12 @@ struct AttentionArgs {
 void CheckMask(const char* where, const AttentionMask& mask, std::size_t batch,
                std::size_t kv_len);
 
+// Elements spanned by a [batch, heads, tokens, head_dim] view with this
+// layout (0 if any size is 0); throws, naming `name`, if that overflows.
+std::size_t ViewExtent(const char* where, const char* name, Layout layout,
+                       std::size_t batch, std::size_t heads, std::size_t tokens,
+                       std::size_t head_dim);
+
 // Runs a validated call with work to do on the target of ChosenTargetIndex().
 void RunAttention(std::size_t target_index, const AttentionArgs& args);
 

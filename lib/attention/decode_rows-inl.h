@@ -98,11 +98,9 @@ class DecodeRows {
         scores_[r * kBlock + j] = hn::GetLane(hn::SumOfLanes(d, dots[r]));
       }
     }
-    if (a_.mask.bias == nullptr) return;
     for (std::size_t r = 0; r < rows_; ++r) {
-      const float* bias = a_.mask.bias + task_.query(r) * a_.shape.kv_len + j0;
-      for (std::size_t j = 0; j < Visible(r, j0, n); ++j)
-        scores_[r * kBlock + j] += bias[j];
+      FinishLogits(scores_ + r * kBlock, detail::BiasRow(a_, task_, r, j0),
+                   Visible(r, j0, n));
     }
   }
 
@@ -116,11 +114,20 @@ class DecodeRows {
     const hn::ScalableTag<float> d;
     const std::size_t lanes = hn::Lanes(d);
     const Layout& vl = a_.v_layout;
-    const float* values = a_.v + task_.b * vl.batch + task_.kv_head * vl.head;
+    const float* values = detail::ValueRow(a_, task_, 0);
+    std::size_t seen = 0;
+    for (std::size_t r = 0; r < rows_; ++r)
+      seen = std::max(seen, Visible(r, j0, n));
+    const bool finite =
+        RowsAreFinite(values + j0 * vl.token, seen, vl.token, dim_);
     for (std::size_t r = 0; r < rows_; ++r) {
       const float* p = scores_ + r * kBlock;
       float* out = values_ + r * dim_;
       const std::size_t visible = Visible(r, j0, n);
+      if (!finite) {
+        detail::AddVisibleValues(a_, task_, r, j0, visible, p, out);
+        continue;
+      }
       for (std::size_t c = 0; c < dim_; c += lanes) {
         auto acc = hn::LoadU(d, out + c);
         for (std::size_t j = 0; j < visible; ++j) {

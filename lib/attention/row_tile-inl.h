@@ -147,20 +147,17 @@ class RowTile {
         StoreScores(tile, r0, j0, c0, std::min(nr, n - c0));
       }
     }
-    if (a_.mask.bias == nullptr) return;
     for (std::size_t r = 0; r < rows_; ++r) {
-      const float* bias = a_.mask.bias + task_.query(r) * s_.kv_len + j0;
-      float* s = ScoreRow(r, j0);
-      const std::size_t visible = detail::VisibleIn(visible_end_[r], j0, n);
-      for (std::size_t j = 0; j < visible; ++j) s[j] += bias[j];
+      FinishLogits(ScoreRow(r, j0), detail::BiasRow(a_, task_, r, j0),
+                   detail::VisibleIn(visible_end_[r], j0, n));
     }
   }
 
-  // Keys of block [j0, j0 + n) that some row of panel r0 sees.
-  std::size_t PanelVisible(std::size_t r0, std::size_t j0,
-                           std::size_t n) const {
+  // Keys of block [j0, j0 + n) that some row of [r0, r0 + rows) sees.
+  std::size_t PanelVisible(std::size_t r0, std::size_t j0, std::size_t n,
+                           std::size_t rows = kTileRows) const {
     std::size_t seen = 0;
-    for (std::size_t r = r0; r < std::min(rows_, r0 + kTileRows); ++r) {
+    for (std::size_t r = r0; r < std::min(rows_, r0 + rows); ++r) {
       seen = std::max(seen, detail::VisibleIn(visible_end_[r], j0, n));
     }
     return seen;
@@ -201,8 +198,15 @@ class RowTile {
   // values += P V for keys [j0, j0 + n), P being the score rows.
   void AccumulateValues(std::size_t j0, std::size_t n) {
     const Layout& vl = a_.v_layout;
-    const float* values =
-        a_.v + task_.b * vl.batch + task_.kv_head * vl.head + j0 * vl.token;
+    const float* values = detail::ValueRow(a_, task_, j0);
+    if (!RowsAreFinite(values, PanelVisible(0, j0, n, rows_), vl.token, dim_)) {
+      for (std::size_t r = 0; r < rows_; ++r) {
+        detail::AddVisibleValues(a_, task_, r, j0,
+                                 detail::VisibleIn(visible_end_[r], j0, n),
+                                 ScoreRow(r, j0), values_ + r * padded_dim_);
+      }
+      return;
+    }
     const std::size_t nr = TileCols();
     const bool in_place =
         dim_ % nr == 0;  // whole panels: read V rows as they lie

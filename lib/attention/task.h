@@ -59,6 +59,42 @@ inline std::size_t VisibleIn(std::size_t end, std::size_t j0, std::size_t n) {
   return end <= j0 ? 0 : std::min(n, end - j0);
 }
 
+// Row r's bias from key j0 on, or null without a bias.
+inline const float* BiasRow(const AttentionArgs& a, const TaskRows& task,
+                            std::size_t r, std::size_t j0) {
+  if (a.mask.bias == nullptr) return nullptr;
+  return a.mask.bias + task.query(r) * a.shape.kv_len + j0;
+}
+
+// Whether a -inf bias hides key j of [0, visible_end[r]) from row r.
+inline bool BiasHides(const AttentionArgs& a, const TaskRows& task,
+                      std::size_t r, std::size_t j) {
+  const float* bias = BiasRow(a, task, r, j);
+  return bias != nullptr && *bias == -std::numeric_limits<float>::infinity();
+}
+
+inline const float* ValueRow(const AttentionArgs& a, const TaskRows& task,
+                             std::size_t j) {
+  const Layout& l = a.v_layout;
+  return a.v + task.b * l.batch + task.kv_head * l.head + j * l.token;
+}
+
+// values[c] += p[j - j0] * V(j, c) over the keys j in [j0, j0 + n) that row r
+// sees, skipping hidden ones outright: the path for blocks of V that hold
+// NaN or Inf, where the tiled product's 0 * Inf for a hidden key would
+// poison rows that never see it. Rare, so plain scalar code.
+inline void AddVisibleValues(const AttentionArgs& a, const TaskRows& task,
+                             std::size_t r, std::size_t j0, std::size_t n,
+                             const float* p, float* values) {
+  for (std::size_t j = j0; j < j0 + n; ++j) {
+    if (BiasHides(a, task, r, j)) continue;
+    const float* v = ValueRow(a, task, j);
+    for (std::size_t c = 0; c < a.shape.head_dim; ++c) {
+      values[c] += p[j - j0] * v[c];
+    }
+  }
+}
+
 inline float* OutputRow(const AttentionArgs& a, const TaskRows& task,
                         std::size_t r) {
   const Layout& l = a.out_layout;

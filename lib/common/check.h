@@ -4,7 +4,9 @@
 #ifndef MHA_LIB_COMMON_CHECK_H_
 #define MHA_LIB_COMMON_CHECK_H_
 
+#include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <sstream>
 #include <stdexcept>
 
@@ -27,12 +29,79 @@ inline void CheckPositive(const char* function, const char* name,
   if (value == 0) Fail(function, ": ", name, " (0) must be positive");
 }
 
+inline void CheckFinite(const char* function, const char* name, float value) {
+  if (!std::isfinite(value)) {
+    Fail(function, ": ", name, " (", value, ") must be finite");
+  }
+}
+
 // A leading dimension strides over rows of `width` elements.
 inline void CheckLeadingDim(const char* function, const char* name,
                             std::size_t leading_dim, std::size_t width) {
   if (leading_dim < width) {
     Fail(function, ": ", name, " (", leading_dim,
          ") must be at least the row width (", width, ")");
+  }
+}
+
+// No array holds more floats than this: its size in bytes must fit
+// std::ptrdiff_t, or pointer arithmetic over it is undefined. Every size and
+// size product of a call is held to it, so that no index computed inside the
+// kernels (signed ones included) can overflow.
+constexpr std::size_t kMaxElements = PTRDIFF_MAX / sizeof(float);
+
+// Sizes and products of sizes, checked against kMaxElements: the first that
+// exceeds it throws, naming `what` (an extent, a buffer) and the factors.
+class SizeCheck {
+ public:
+  SizeCheck(const char* function, const char* what)
+      : function_(function), what_(what) {}
+
+  std::size_t Product(std::size_t a, std::size_t b) const {
+    if (a != 0 && b > kMaxElements / a) Overflow(a, " x ", b);
+    return a * b;
+  }
+  std::size_t Product(std::size_t a, std::size_t b, std::size_t c) const {
+    return Product(Product(a, b), c);
+  }
+  std::size_t Sum(std::size_t a, std::size_t b) const {
+    if (a > kMaxElements || b > kMaxElements - a) Overflow(a, " + ", b);
+    return a + b;
+  }
+  // Elements spanned by `rows` rows of `cols` elements, `ld` apart.
+  std::size_t Matrix(std::size_t rows, std::size_t cols, std::size_t ld) const {
+    if (rows == 0 || cols == 0) return 0;
+    return Sum(Product(rows - 1, ld), cols);
+  }
+
+ private:
+  [[noreturn]] void Overflow(std::size_t a, const char* op,
+                             std::size_t b) const {
+    Fail(function_, ": the size of ", what_, " (", a, op, b,
+         " elements) overflows: at most ", kMaxElements, " are addressable");
+  }
+  const char* function_;
+  const char* what_;
+};
+
+// The memory [begin, begin + count) of `count` floats, for overlap checks.
+struct Span {
+  const float* begin;
+  std::size_t count;
+};
+
+// Throws unless the two spans are disjoint (empty spans never overlap).
+inline void CheckDisjoint(const char* function, const char* output_name,
+                          Span output, const char* input_name, Span input) {
+  if (output.count == 0 || input.count == 0) return;
+  const auto out_begin = reinterpret_cast<std::uintptr_t>(output.begin);
+  const auto in_begin = reinterpret_cast<std::uintptr_t>(input.begin);
+  const std::uintptr_t out_end = out_begin + output.count * sizeof(float);
+  const std::uintptr_t in_end = in_begin + input.count * sizeof(float);
+  if (out_begin < in_end && in_begin < out_end) {
+    Fail(function, ": ", output_name, " (", output.count,
+         " floats) must not overlap ", input_name, " (", input.count,
+         " floats)");
   }
 }
 

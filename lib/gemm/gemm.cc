@@ -44,11 +44,19 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::size_t m, std::size_t n,
   const bool ta = trans_a == Transpose::Yes, tb = trans_b == Transpose::Yes;
   detail::CheckNotNull(kWhere, "c", c);
   detail::CheckLeadingDim(kWhere, "ldc", ldc, n);
+  const detail::Span c_span{c,
+                            detail::SizeCheck(kWhere, "C").Matrix(m, n, ldc)};
   if (k > 0) {
     detail::CheckNotNull(kWhere, "a", a);
     detail::CheckNotNull(kWhere, "b", b);
     detail::CheckLeadingDim(kWhere, "lda", lda, ta ? m : k);
     detail::CheckLeadingDim(kWhere, "ldb", ldb, tb ? k : n);
+    const std::size_t a_count =
+        detail::SizeCheck(kWhere, "A").Matrix(ta ? k : m, ta ? m : k, lda);
+    const std::size_t b_count =
+        detail::SizeCheck(kWhere, "B").Matrix(tb ? n : k, tb ? k : n, ldb);
+    detail::CheckDisjoint(kWhere, "c", c_span, "a", {a, a_count});
+    detail::CheckDisjoint(kWhere, "c", c_span, "b", {b, b_count});
   }
   detail::RunGemm(detail::ChosenTargetIndex(),
                   {m, n, k, alpha, a, lda, ta, b, ldb, tb, beta, c, ldc});

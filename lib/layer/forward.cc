@@ -2,8 +2,10 @@
 // as strided views of the projections (no copies, no transposes), project.
 // The target is chosen once per call and every kernel below runs on it.
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <utility>
 
 #include "hwy/aligned_allocator.h"
 #include "lib/attention/attention_args.h"
@@ -73,6 +75,49 @@ void AttendAndProject(std::size_t target, const MultiHeadAttentionConfig& c,
   Project(target, context.get(), batch * q_len, d, w_o, d, b_o, d, output, d);
 }
 
+// Throws if a size product of forward's arguments or buffers overflows, or
+// if an output overlaps an input.
+void CheckForwardSizesAndAliasing(const MultiHeadAttentionConfig& c,
+                                  const float* query, const float* key,
+                                  const float* value, std::size_t batch,
+                                  std::size_t q_len, std::size_t kv_len,
+                                  const float* output,
+                                  const AttentionMask& mask,
+                                  const float* weights) {
+  constexpr const char* kWhere = "mha::MultiHeadAttention::forward";
+  const std::size_t d = c.d_model;
+  const detail::SizeCheck query_size(kWhere, "query and output");
+  const detail::SizeCheck key_size(kWhere, "key and value");
+  const std::size_t q_rows = query_size.Product(batch, q_len);
+  const std::size_t kv_rows = key_size.Product(batch, kv_len);
+  const detail::Span query_span{query, query_size.Product(q_rows, d)};
+  const detail::Span output_span{output, query_span.count};
+  const detail::Span key_span{key, key_size.Product(kv_rows, d)};
+  const detail::Span value_span{value, key_span.count};
+  detail::SizeCheck(kWhere, "the projections")
+      .Product(std::max(q_rows, kv_rows), detail::QkvWidth(c));
+  const detail::Span bias_span{
+      mask.bias,
+      mask.bias ? detail::SizeCheck(kWhere, "mask.bias").Product(q_len, kv_len)
+                : 0};
+  const detail::Span weights_span{
+      weights, weights ? detail::SizeCheck(kWhere, "attention_weights")
+                             .Product(q_rows, c.num_heads, kv_len)
+                       : 0};
+  const std::pair<const char*, detail::Span> inputs[] = {
+      {"query", query_span},
+      {"key", key_span},
+      {"value", value_span},
+      {"mask.bias", bias_span}};
+  for (const auto& [name, span] : inputs) {
+    detail::CheckDisjoint(kWhere, "output", output_span, name, span);
+    detail::CheckDisjoint(kWhere, "attention_weights", weights_span, name,
+                          span);
+  }
+  detail::CheckDisjoint(kWhere, "attention_weights", weights_span, "output",
+                        output_span);
+}
+
 }  // namespace
 
 void MultiHeadAttention::forward(const float* query, const float* key,
@@ -89,6 +134,8 @@ void MultiHeadAttention::forward(const float* query, const float* key,
     detail::CheckNotNull(kWhere, "value", value);
   }
   detail::CheckMask(kWhere, mask, batch, kv_len);
+  CheckForwardSizesAndAliasing(config_, query, key, value, batch, q_len, kv_len,
+                               output, mask, attention_weights);
   const std::size_t target = detail::ChosenTargetIndex();
 
   const std::size_t d = config_.d_model, kv = detail::KvDim(config_);
@@ -162,11 +209,17 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
                  cache.capacity_ - cache.length_, " of capacity ",
                  cache.capacity_, ")");
   }
+  const detail::SizeCheck size(kWhere, "x and output");
+  const std::size_t rows = size.Product(batch, new_len);
+  const std::size_t count = size.Product(rows, config_.d_model);
+  detail::SizeCheck(kWhere, "the projections")
+      .Product(rows, detail::QkvWidth(config_));
+  detail::CheckDisjoint(kWhere, "output", {output, count}, "x", {x, count});
   const std::size_t target = detail::ChosenTargetIndex();
 
   const std::size_t d = config_.d_model, kv = detail::KvDim(config_);
   const std::size_t wide = detail::QkvWidth(config_);
-  const std::size_t rows = batch * new_len, past = cache.length_;
+  const std::size_t past = cache.length_;
   Buffer qkv = Uninitialized(rows * wide);
   Project(target, x, rows, d, w_qkv_.data(), wide,
           config_.bias ? b_qkv_.data() : nullptr, wide, qkv.get(), wide);

@@ -43,7 +43,9 @@ struct RowTail {
   }
 };
 
-constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+constexpr float kPosInf = std::numeric_limits<float>::infinity();
+constexpr float kNegInf = -kPosInf;
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // exp(x) for the shifted logits of a softmax: x <= 0 (or slightly above, from
 // rounding) or -inf. Highway's Exp, less what such inputs never need
@@ -89,16 +91,22 @@ inline float MaxLane(RowVec v) {
   return max;
 }
 
-// max over c < n of scale * x[c]; -inf when n == 0 or every entry is -inf.
+// max over c < n of scale * x[c]: -inf when n == 0 or every entry is -inf,
+// NaN when some entry is NaN. (Highway's Max returns either operand for NaN,
+// depending on the target, so NaN is tracked on the side: a row holding NaN
+// must never pass for one whose entries are all -inf, which sees nothing.)
 inline float ScaledRowMax(const float* HWY_RESTRICT x, std::size_t n,
                           float scale) {
   const RowTag d;
   const std::size_t lanes = hn::Lanes(d);
   const RowVec s = hn::Set(d, scale);
   RowVec max = hn::Set(d, kNegInf);
+  auto has_nan = hn::FirstN(d, 0);
   std::size_t c = 0;
   for (; c + lanes <= n; c += lanes) {
-    max = hn::Max(max, hn::Mul(s, hn::LoadU(d, x + c)));
+    const RowVec scaled = hn::Mul(s, hn::LoadU(d, x + c));
+    max = hn::Max(max, scaled);
+    has_nan = hn::Or(has_nan, hn::IsNaN(scaled));
   }
   if (c < n) {
     RowTail tail;
@@ -107,8 +115,60 @@ inline float ScaledRowMax(const float* HWY_RESTRICT x, std::size_t n,
     const RowVec valid =
         hn::IfThenElse(hn::FirstN(d, n - c), scaled, hn::Set(d, kNegInf));
     max = hn::Max(max, valid);
+    has_nan = hn::Or(has_nan, hn::IsNaN(valid));
   }
+  if (!hn::AllFalse(d, has_nan)) return kNaN;
   return MaxLane(max);
+}
+
+// A row maximum that NaN or +inf logits produced: the softmax of such a row
+// is NaN, as IEEE arithmetic would make it (exp(inf - inf) is NaN).
+inline bool PoisonedMax(float max) { return !(max < kPosInf); }
+
+// Turns the scaled scores s[c] of n keys that a row may see into the logits
+// the softmax takes: s[c] + bias[c] (bias may be null), -inf where the bias
+// hides the key (whatever s[c] holds: a hidden key's K may be NaN), and NaN
+// where a key the row sees has a logit that is not finite (NaN or Inf in q,
+// k or the bias), so that it poisons the row rather than pass for hidden.
+inline void FinishLogits(float* HWY_RESTRICT s, const float* HWY_RESTRICT bias,
+                         std::size_t n) {
+  const RowTag d;
+  const std::size_t lanes = hn::Lanes(d);
+  const RowVec nan = hn::Set(d, kNaN), neg_inf = hn::Set(d, kNegInf);
+  auto finish = [&](RowVec x, RowVec b) {
+    x = hn::Add(x, b);
+    x = hn::IfThenElse(hn::IsFinite(x), x, nan);
+    return hn::IfThenElse(hn::Eq(b, neg_inf), neg_inf, x);
+  };
+  std::size_t c = 0;
+  for (; c + lanes <= n; c += lanes) {
+    const RowVec b = bias ? hn::LoadU(d, bias + c) : hn::Zero(d);
+    hn::StoreU(finish(hn::LoadU(d, s + c), b), d, s + c);
+  }
+  if (c < n) {
+    RowTail tail, tail_bias;
+    const RowVec b = bias ? tail_bias.Load(bias + c, n - c, 0.0f) : hn::Zero(d);
+    tail.Store(finish(tail.Load(s + c, n - c, 0.0f), b), s + c, n - c);
+  }
+}
+
+// Whether `rows` rows of `width` floats, `stride` apart, are all finite.
+inline bool RowsAreFinite(const float* HWY_RESTRICT x, std::size_t rows,
+                          std::size_t stride, std::size_t width) {
+  const RowTag d;
+  const std::size_t lanes = hn::Lanes(d);
+  auto finite = hn::FirstN(d, lanes);
+  for (std::size_t r = 0; r < rows; ++r) {
+    const float* row = x + r * stride;
+    std::size_t c = 0;
+    for (; c + lanes <= width; c += lanes) {
+      finite = hn::And(finite, hn::IsFinite(hn::LoadU(d, row + c)));
+    }
+    for (; c < width; ++c) {
+      if (!std::isfinite(row[c])) return false;
+    }
+  }
+  return hn::AllTrue(d, finite);
 }
 
 // y[c] = exp(scale * x[c] - shift) for c < n; returns the sum of the y[c]
@@ -152,11 +212,16 @@ inline void ScaleRow(float* HWY_RESTRICT y, std::size_t n, float factor) {
 }
 
 // The softmax of one row of scale * x into y (which may be x). A row whose
-// maximum is -inf (all entries -inf, or n == 0) sees nothing: all zeros.
+// maximum is -inf (all entries -inf, or n == 0) sees nothing: all zeros. A
+// row holding NaN or +inf is all NaN.
 inline void SoftmaxRow(const float* x, float* y, std::size_t n, float scale) {
   const float max = ScaledRowMax(x, n, scale);
   if (max == kNegInf) {
     std::memset(y, 0, n * sizeof(float));
+    return;
+  }
+  if (PoisonedMax(max)) {
+    std::fill(y, y + n, kNaN);
     return;
   }
   const float sum = ExpShiftedRow(x, y, n, scale, max);
@@ -167,10 +232,18 @@ inline void SoftmaxRow(const float* x, float* y, std::size_t n, float scale) {
 // `visible` scores of a new block of keys into exp(s - new max), updates the
 // running max and sum, and rescales the row's accumulated values (dim floats)
 // by exp(old max - new max). While a row has seen nothing but -inf, its
-// probabilities are zeros and its state stays (-inf, 0).
+// probabilities are zeros and its state stays (-inf, 0). A NaN or +inf score
+// poisons the row: its sum becomes NaN for good (so its output is NaN), and
+// its probabilities are zeros from then on.
 inline void OnlineSoftmaxStep(float* s, std::size_t visible, float* max,
                               float* sum, float* values, std::size_t dim) {
-  const float new_max = std::max(*max, ScaledRowMax(s, visible, 1.0f));
+  const float block_max = ScaledRowMax(s, visible, 1.0f);
+  if (PoisonedMax(block_max) || std::isnan(*sum)) {
+    *sum = kNaN;
+    std::memset(s, 0, visible * sizeof(float));
+    return;
+  }
+  const float new_max = std::max(*max, block_max);
   if (new_max == kNegInf) {
     std::memset(s, 0, visible * sizeof(float));
     return;

@@ -51,10 +51,17 @@ void softmax(const float* x, std::size_t ldx, float* y, std::size_t ldy,
   detail::CheckNotNull(kWhere, "y", y);
   detail::CheckLeadingDim(kWhere, "ldx", ldx, cols);
   detail::CheckLeadingDim(kWhere, "ldy", ldy, cols);
+  detail::CheckFinite(kWhere, "scale", scale);
   if (x == y && ldx != ldy) {
     detail::Fail(kWhere, ": in place (y == x) needs ldy (", ldy,
                  ") equal to ldx (", ldx, ")");
   }
+  const std::size_t x_count =
+      detail::SizeCheck(kWhere, "x").Matrix(rows, cols, ldx);
+  const std::size_t y_count =
+      detail::SizeCheck(kWhere, "y").Matrix(rows, cols, ldy);
+  if (x != y)
+    detail::CheckDisjoint(kWhere, "y", {y, y_count}, "x", {x, x_count});
   MHA_CALL_TARGET(detail::ChosenTargetIndex(), SoftmaxKernel)
   (x, ldx, y, ldy, rows, cols, scale);
 }

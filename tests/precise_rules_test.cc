@@ -1,0 +1,326 @@
+// The "Precise rules" of the contract (../shared/API.md) that concern bad
+// data and bad arguments, on every target: hidden keys never count, NaN and
+// Inf propagate, sizes that overflow throw, outputs that overlap inputs
+// throw, scale must be finite. Each case here failed before it was fixed.
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "reference.h"
+#include "test_util.h"
+
+namespace mha_test {
+namespace {
+
+constexpr std::size_t kHuge = std::size_t{1} << 62;
+
+// Where a test plants a non-finite value.
+enum class Poison {
+  kPaddingKeys,    // K NaN, V Inf in keys past kv_lengths[b]
+  kBiasHiddenKey,  // K and V NaN in a key that a -inf bias hides from all
+  kLastKeyValue,   // V NaN in the last key: causal rows before it never see it
+  kQueryNaN,       // NaN in one query row
+  kQueryInf,       // +Inf in one query row
+  kVisibleKeyInf,  // -Inf in the K of a key every row sees
+};
+
+class PreciseRulesTest : public PerTarget {
+ protected:
+  // Dense [batch, heads, tokens, head_dim] tensors, the mask of all kinds,
+  // one poison; output and weights compared with the double reference,
+  // which follows the rules: NaN exactly where it says, close elsewhere.
+  void CheckPoison(const mha::AttentionShape& s, Poison poison,
+                   bool with_weights) {
+    const std::size_t d = s.head_dim;
+    std::vector<float> q = RandomVector(s.batch * s.num_heads * s.q_len * d, 1);
+    std::vector<float> k =
+        RandomVector(s.batch * s.num_kv_heads * s.kv_len * d, 2);
+    std::vector<float> v = RandomVector(k.size(), 3);
+    const mha::Layout ql{s.num_heads * s.q_len * d, s.q_len * d, d};
+    const mha::Layout kl{s.num_kv_heads * s.kv_len * d, s.kv_len * d, d};
+    std::vector<std::int32_t> lengths(s.batch,
+                                      static_cast<std::int32_t>(s.kv_len - 2));
+    std::vector<float> bias = RandomVector(s.q_len * s.kv_len, 4, -1, 1);
+    const std::size_t hidden_key = s.kv_len / 2;
+    for (std::size_t i = 0; i < s.q_len; ++i)
+      bias[i * s.kv_len + hidden_key] = -kInf;
+    mha::AttentionMask mask;
+    mask.causal = true;
+    mask.kv_lengths = lengths.data();
+    mask.bias = bias.data();
+    auto key_at = [&](std::vector<float>& t, std::size_t b, std::size_t h,
+                      std::size_t j) {
+      return &t[b * kl.batch + h * kl.head + j * kl.token];
+    };
+    switch (poison) {
+      case Poison::kPaddingKeys:
+        for (std::size_t j = s.kv_len - 2; j < s.kv_len; ++j) {
+          key_at(k, 0, 0, j)[0] = kNaN;
+          key_at(v, s.batch - 1, s.num_kv_heads - 1, j)[d - 1] = kInf;
+        }
+        break;
+      case Poison::kBiasHiddenKey:
+        key_at(k, 0, 0, hidden_key)[d / 2] = kNaN;
+        key_at(v, 0, 0, hidden_key)[0] = kNaN;
+        break;
+      case Poison::kLastKeyValue:
+        lengths.assign(s.batch, static_cast<std::int32_t>(s.kv_len));
+        key_at(v, 0, 0, s.kv_len - 1)[0] = kNaN;
+        break;
+      case Poison::kQueryNaN:
+        q[ql.token * (s.q_len - 1) + d - 1] = kNaN;
+        break;
+      case Poison::kQueryInf:
+        q[ql.head * (s.num_heads - 1)] = kInf;
+        break;
+      case Poison::kVisibleKeyInf:
+        key_at(k, 0, 0, 0)[0] = -kInf;
+        break;
+    }
+    std::vector<float> out(q.size(), 7.0f);
+    std::vector<float> weights(
+        with_weights ? s.batch * s.num_heads * s.q_len * s.kv_len : 0, 7.0f);
+    mha::attention(s, q.data(), ql, k.data(), kl, v.data(), kl, out.data(), ql,
+                   mask, 0.0f, with_weights ? weights.data() : nullptr);
+    ExpectRanOnTarget();
+    const ReferenceAttentionResult want =
+        ReferenceAttention(s, q.data(), ql, k.data(), kl, v.data(), kl, mask,
+                           1.0 / std::sqrt(double(d)));
+    const double tolerance = (d + 64) * 0x1.0p-22;
+    SCOPED_TRACE("poison " + std::to_string(int(poison)) + " q_len " +
+                 std::to_string(s.q_len) + " kv_len " +
+                 std::to_string(s.kv_len) +
+                 (with_weights ? " with weights" : " fused"));
+    EXPECT_LE(RelativeErrorWithNaNs("attention", out.data(), want.out.data(),
+                                    out.size()),
+              tolerance);
+    if (with_weights) {
+      EXPECT_LE(RelativeErrorWithNaNs("attention weights", weights.data(),
+                                      want.weights.data(), weights.size(), 1.0),
+                tolerance);
+    }
+  }
+};
+
+TEST_P(PreciseRulesTest, HiddenKeysNeverCountAndNaNPropagates) {
+  const mha::AttentionShape shapes[] = {
+      {2, 4, 2, 20, 37, 16},   // tiles of query rows
+      {1, 4, 4, 1, 40, 64},    // decode rows, head_dim along the lanes
+      {1, 2, 1, 1, 1500, 32},  // one task: keys split into merged ranges
+      {1, 3, 3, 2, 300, 5},    // ragged head_dim, two key blocks
+  };
+  for (const mha::AttentionShape& s : shapes) {
+    for (Poison poison :
+         {Poison::kPaddingKeys, Poison::kBiasHiddenKey, Poison::kLastKeyValue,
+          Poison::kQueryNaN, Poison::kQueryInf, Poison::kVisibleKeyInf}) {
+      CheckPoison(s, poison, false);
+      CheckPoison(s, poison, true);
+    }
+  }
+}
+
+// The case the robustness probe reported: V = {0.5, NaN}, a bias hiding
+// key 1 from both rows. Both rows see key 0 alone: exactly 0.5.
+TEST_P(PreciseRulesTest, NaNValueOfABiasHiddenKeyIsNeverRead) {
+  const mha::AttentionShape s{1, 1, 1, 2, 2, 1};
+  const float q[] = {1.0f, 2.0f}, k[] = {0.5f, -0.25f}, v[] = {0.5f, kNaN};
+  const float bias[] = {0.0f, -kInf, 0.0f, -kInf};
+  mha::AttentionMask mask;
+  mask.bias = bias;
+  const mha::Layout l{2, 2, 1};
+  for (bool with_weights : {false, true}) {
+    float out[2] = {7.0f, 7.0f}, weights[4];
+    mha::attention(s, q, l, k, l, v, l, out, l, mask, 0.0f,
+                   with_weights ? weights : nullptr);
+    EXPECT_EQ(out[0], 0.5f);
+    EXPECT_EQ(out[1], 0.5f);
+  }
+}
+
+TEST_P(PreciseRulesTest, LayerPropagatesNaNOfAQueryRowOnly) {
+  mha::MultiHeadAttention layer({32, 4, 2, true});
+  layer.init_random(3);
+  const std::size_t len = 6;
+  std::vector<float> query = RandomVector(len * 32, 5),
+                     memory = RandomVector(len * 32, 6);
+  query[2 * 32 + 7] = kNaN;  // row 2
+  const std::int32_t lengths[] = {4};
+  memory[5 * 32 + 1] = kNaN;  // key 5: past kv_lengths, never seen
+  mha::AttentionMask mask;
+  mask.kv_lengths = lengths;
+  std::vector<float> out(len * 32, 7.0f);
+  layer.forward(query.data(), memory.data(), memory.data(), 1, len, len,
+                out.data(), mask);
+  for (std::size_t i = 0; i < len; ++i) {
+    for (std::size_t c = 0; c < 32; ++c) {
+      EXPECT_EQ(std::isnan(out[i * 32 + c]), i == 2)
+          << "row " << i << " column " << c;
+    }
+  }
+}
+
+TEST_P(PreciseRulesTest, SoftmaxRowsWithNaNOrInfinityAreNaN) {
+  std::vector<float> x = RandomVector(3 * 20, 7);
+  x[5] = kNaN;        // row 0
+  x[20 + 19] = kInf;  // row 1
+  x[40 + 3] = -kInf;  // row 2: a hidden entry, row stays finite
+  std::vector<float> y(x.size());
+  mha::softmax(x.data(), 20, y.data(), 20, 3, 20);
+  ExpectRanOnTarget();
+  for (std::size_t j = 0; j < 20; ++j) {
+    EXPECT_TRUE(std::isnan(y[j]));
+    EXPECT_TRUE(std::isnan(y[20 + j]));
+    EXPECT_TRUE(std::isfinite(y[40 + j]));
+  }
+  EXPECT_EQ(y[40 + 3], 0.0f);
+}
+
+MHA_INSTANTIATE_PER_TARGET(PreciseRulesTest);
+
+// Argument checks run before any kernel: once, not per target.
+
+TEST(PreciseRules, SgemmOutputOverlappingAnInputThrows) {
+  std::vector<float> buffer(64, 1.0f);
+  const std::vector<float> before = buffer;
+  using mha::Transpose;
+  ExpectInvalid("c (16 floats) must not overlap a", [&] {
+    mha::sgemm(Transpose::No, Transpose::No, 4, 4, 4, 1.0f, buffer.data(), 4,
+               buffer.data() + 32, 4, 0.0f, buffer.data() + 2, 4);
+  });
+  ExpectInvalid("must not overlap b", [&] {
+    mha::sgemm(Transpose::No, Transpose::Yes, 4, 4, 4, 1.0f, buffer.data(), 4,
+               buffer.data() + 32, 4, 0.0f, buffer.data() + 40, 4);
+  });
+  EXPECT_EQ(buffer, before);
+  // Adjacent but disjoint is fine.
+  mha::sgemm(Transpose::No, Transpose::No, 4, 4, 4, 1.0f, buffer.data(), 4,
+             buffer.data() + 16, 4, 0.0f, buffer.data() + 32, 4);
+}
+
+TEST(PreciseRules, SoftmaxOverlapOtherThanInPlaceThrows) {
+  std::vector<float> buffer(40, 1.0f);
+  const std::vector<float> before = buffer;
+  ExpectInvalid("y (15 floats) must not overlap x", [&] {
+    mha::softmax(buffer.data(), 5, buffer.data() + 3, 5, 3, 5);
+  });
+  EXPECT_EQ(buffer, before);
+  EXPECT_NO_THROW(mha::softmax(buffer.data(), 5, buffer.data(), 5, 3, 5));
+}
+
+TEST(PreciseRules, AttentionOutputsOverlappingInputsThrow) {
+  const mha::AttentionShape s{1, 2, 2, 3, 3, 4};
+  const mha::Layout l{24, 12, 4};
+  std::vector<float> buffer(200, 0.5f);
+  const std::vector<float> before = buffer;
+  float* b = buffer.data();
+  ExpectInvalid("out (24 floats) must not overlap q", [&] {
+    mha::attention(s, b, l, b + 50, l, b + 100, l, b + 23, l);
+  });
+  ExpectInvalid("must not overlap k", [&] {
+    mha::attention(s, b, l, b + 50, l, b + 100, l, b + 60, l);
+  });
+  ExpectInvalid("must not overlap v", [&] {
+    mha::attention(s, b, l, b + 50, l, b + 100, l, b + 110, l);
+  });
+  ExpectInvalid("weights (18 floats) must not overlap out", [&] {
+    mha::attention(s, b, l, b + 50, l, b + 100, l, b + 130, l, {}, 0.0f,
+                   b + 150);
+  });
+  mha::AttentionMask mask;
+  mask.bias = b + 130;
+  ExpectInvalid("out (24 floats) must not overlap mask.bias", [&] {
+    mha::attention(s, b, l, b + 50, l, b + 100, l, b + 130, l, mask);
+  });
+  EXPECT_EQ(buffer, before);
+  // Inputs may overlap one another (K and V from one buffer).
+  EXPECT_NO_THROW(mha::attention(s, b, l, b + 50, l, b + 50, l, b + 130, l));
+}
+
+TEST(PreciseRules, LayerOutputsOverlappingInputsThrow) {
+  mha::MultiHeadAttention layer(16, 2);
+  std::vector<float> buffer(4 * 16 * 4, 0.5f);
+  const std::vector<float> before = buffer;
+  float* b = buffer.data();
+  ExpectInvalid("output (32 floats) must not overlap query",
+                [&] { layer.forward(b, b + 64, b + 64, 1, 2, 2, b + 16); });
+  ExpectInvalid("output (32 floats) must not overlap value",
+                [&] { layer.forward(b, b + 64, b + 100, 1, 2, 2, b + 130); });
+  ExpectInvalid("attention_weights (8 floats) must not overlap output", [&] {
+    layer.forward(b, b + 64, b + 64, 1, 2, 2, b + 128, {}, b + 150);
+  });
+  mha::KVCache cache(layer.config(), 1, 4);
+  ExpectInvalid("output (32 floats) must not overlap x",
+                [&] { layer.forward_cached(b, 1, 2, cache, b + 31); });
+  EXPECT_EQ(cache.length(), 0u);
+  EXPECT_EQ(buffer, before);
+}
+
+TEST(PreciseRules, ScaleMustBeFinite) {
+  const mha::AttentionShape s{1, 1, 1, 2, 2, 4};
+  const std::vector<float> in(8, 0.5f);
+  std::vector<float> out(8, 7.0f);
+  const mha::Layout l{8, 8, 4};
+  for (float scale : {kNaN, kInf, -kInf}) {
+    ExpectInvalid("scale (", [&] {
+      mha::attention(s, in.data(), l, in.data(), l, in.data(), l, out.data(), l,
+                     {}, scale);
+    });
+    ExpectInvalid("must be finite", [&] {
+      mha::softmax(in.data(), 4, out.data(), 4, 2, 4, scale);
+    });
+  }
+  for (float x : out) EXPECT_EQ(x, 7.0f);
+}
+
+TEST(PreciseRules, SizesThatOverflowThrowBeforeAllocating) {
+  const mha::MultiHeadAttentionConfig config{4, 1, 0, false};
+  ExpectInvalid("mha::KVCache: the size of the cache",
+                [&] { mha::KVCache(config, 1, kHuge + 1); });
+  ExpectInvalid("overflows", [&] { mha::KVCache(config, kHuge, 4); });
+
+  const mha::MultiHeadAttention layer(config);
+  std::vector<float> x(64, 0.5f), out(64, 7.0f);
+  ExpectInvalid("forward: the size of query and output", [&] {
+    layer.forward(x.data(), x.data(), x.data(), kHuge / 2, 1, 1, out.data());
+  });
+  ExpectInvalid("the size of key and value", [&] {
+    layer.forward(x.data(), x.data(), x.data(), 1, 1, kHuge * 2, out.data());
+  });
+  mha::KVCache cache(config, 1, 2);
+  ExpectInvalid("exceeds the cache's room", [&] {
+    layer.forward_cached(x.data(), 1, kHuge, cache, out.data());
+  });
+
+  const mha::Layout l{16, 16, 4};
+  ExpectInvalid("attention: the size of the query rows", [&] {
+    mha::attention({kHuge, 1, 1, 1, 1, 4}, x.data(), l, x.data(), l, x.data(),
+                   l, out.data(), l);
+  });
+  ExpectInvalid("the size of the keys", [&] {
+    mha::attention({1, 1, 1, 1, std::size_t{1} << 63, 4}, x.data(), l, x.data(),
+                   {0, 0, 0}, x.data(), {0, 0, 0}, out.data(), l);
+  });
+  ExpectInvalid("the size of k", [&] {
+    mha::attention({1, 1, 1, 1, kHuge / 4, 4}, x.data(), l, x.data(), l,
+                   x.data(), l, out.data(), l);
+  });
+  std::vector<float> weights(4, 7.0f);
+  ExpectInvalid("the size of weights", [&] {
+    mha::attention({4, 4, 4, 1 << 30, 1 << 30, 4}, x.data(), {0, 0, 0},
+                   x.data(), {0, 0, 0}, x.data(), {0, 0, 0}, out.data(),
+                   {0, 0, 0}, {}, 0.0f, weights.data());
+  });
+  ExpectInvalid("mha::sgemm: the size of C", [&] {
+    mha::sgemm(mha::Transpose::No, mha::Transpose::No, kHuge, 4, 4, 1.0f,
+               x.data(), 4, x.data(), 4, 0.0f, out.data(), 4);
+  });
+  ExpectInvalid("mha::softmax: the size of x",
+                [&] { mha::softmax(x.data(), kHuge, out.data(), 4, 8, 4); });
+  for (float value : out) EXPECT_EQ(value, 7.0f);
+  for (float value : weights) EXPECT_EQ(value, 7.0f);
+}
+
+}  // namespace
+}  // namespace mha_test
