@@ -117,7 +117,7 @@ BENCHMARK(BM_AttentionComposedMha)->Apply(ComposedArgs)->UseRealTime();
 void BM_AttentionComposedOpenBLAS(benchmark::State& state) {
   Problem p(state);
   if (p.mask.causal) return state.SkipWithError("composition is unmasked");
-  openblas_set_num_threads(1);  // heads run in parallel already
+  SetPeerThreads(1);  // heads run in parallel already
   std::vector<float> scores(p.shape.batch * p.shape.num_heads * p.shape.q_len *
                             p.shape.kv_len);
   auto gemm = [](bool, bool tb, std::size_t m, std::size_t n, std::size_t k,
@@ -126,32 +126,34 @@ void BM_AttentionComposedOpenBLAS(benchmark::State& state) {
                 n, k, alpha, a, k, b, tb ? k : n, 0.0f, c, n);
   };
   for (auto _ : state) RunComposed(p, scores, gemm);
-  Report(state, p.Flops(), p.Bytes(), "OpenBLAS+mha::softmax");
+  Report(state, p.Flops(), p.Bytes(), OpenBlasLabel() + " + mha::softmax");
 }
 BENCHMARK(BM_AttentionComposedOpenBLAS)->Apply(ComposedArgs)->UseRealTime();
 #endif
 
 #ifdef MHA_HAVE_ONEDNN
 // As PyTorch's unfused CPU attention: one batched matmul over all heads for
-// Q K^T, a softmax, one batched matmul for P V (oneDNN's own threads).
+// scale * Q K^T, a softmax, one batched matmul for P V, all oneDNN
+// primitives on oneDNN's own threads (no oneTBB beside them).
 void BM_AttentionComposedOneDNN(benchmark::State& state) {
   Problem p(state);
   const auto& s = p.shape;
   if (p.mask.causal || s.num_kv_heads != s.num_heads) {
     return state.SkipWithError("composition is unmasked, without GQA");
   }
+  SetPeerThreads(ThreadBudget());
   const std::size_t heads = s.batch * s.num_heads;
   std::vector<float> scores(heads * s.q_len * s.kv_len);
-  OneDnnMatmul qk(heads, s.q_len, s.kv_len, s.head_dim, true);
-  OneDnnMatmul pv(heads, s.q_len, s.head_dim, s.kv_len, false);
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
+  OneDnnMatmul qk(heads, s.q_len, s.kv_len, s.head_dim, true, scale);
+  OneDnnSoftmax softmax(heads * s.q_len, s.kv_len);
+  OneDnnMatmul pv(heads, s.q_len, s.head_dim, s.kv_len, false);
   for (auto _ : state) {
     qk.Run(p.q.data(), p.k.data(), scores.data());
-    mha::softmax(scores.data(), s.kv_len, scores.data(), s.kv_len,
-                 heads * s.q_len, s.kv_len, scale);
+    softmax.Run(scores.data());
     pv.Run(scores.data(), p.v.data(), p.out.data());
   }
-  Report(state, p.Flops(), p.Bytes(), "oneDNN+mha::softmax");
+  Report(state, p.Flops(), p.Bytes(), OneDnnLabel());
 }
 BENCHMARK(BM_AttentionComposedOneDNN)->Apply(ComposedArgs)->UseRealTime();
 #endif

@@ -4,6 +4,7 @@
 #define MHA_BENCHMARKS_BENCH_UTIL_H_
 
 #include <benchmark/benchmark.h>
+#include <tbb/task_arena.h>
 
 #include <cstddef>
 #include <random>
@@ -11,8 +12,26 @@
 #include <vector>
 
 #include "mha/mha.h"
+#include "peers.h"
 
 namespace mha_bench {
+
+// The thread counts every suite runs at (the benchmark argument "t"): one
+// core, and all of them (capped by --mha_threads).
+inline std::vector<int> ThreadCounts() {
+  const int all = ThreadBudget();
+  return all > 1 ? std::vector<int>{1, all} : std::vector<int>{1};
+}
+
+// Runs body() -- the benchmark's timing loop -- with mha on `threads`
+// threads (inside a task_arena of that size, as an engine would call it)
+// and the peers' own thread pools sized to match.
+template <class Body>
+void WithThreads(int threads, Body&& body) {
+  SetPeerThreads(threads);
+  tbb::task_arena arena(threads);
+  arena.execute(body);
+}
 
 inline std::vector<float> RandomVector(std::size_t count, unsigned seed) {
   std::mt19937 engine(seed);

@@ -1,6 +1,9 @@
-// SGEMM: square sizes and the shapes attention layers use (head_dim-sized
-// k or n, projections with many rows), against OpenBLAS when found.
+// SGEMM and GEMV at the shapes attention layers run (projections of few or
+// many tokens, Q K^T and P V of one head, the decode projection), on 1 and
+// all threads, against OpenBLAS (cblas_sgemm, and cblas_sgemv for M = 1) and
+// oneDNN's matmul in the same binary.
 #include <string>
+#include <vector>
 
 #include "bench_util.h"
 #include "peers.h"
@@ -8,68 +11,88 @@
 namespace mha_bench {
 namespace {
 
-void GemmArgs(benchmark::internal::Benchmark* b) {
-  for (int n : {64, 128, 256, 512, 1024, 2048}) b->Args({n, n, n});
-  b->Args({512, 512, 64});      // Q K^T of one head
-  b->Args({512, 64, 512});      // P V of one head
-  b->Args({1024, 3072, 1024});  // fused QKV projection of 1024 tokens
-  b->Args({1, 4096, 1024});     // decode projection (GEMV), weights in L3
-  b->Args({1, 8192, 4096});     // decode projection, weights past L3 (DRAM)
-  b->Args({16, 4096, 1024});    // small-batch decode projection
+// args: m, n, k, B transposed, threads
+void GemmShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"m", "n", "k", "bt", "t"});
+  const std::vector<std::vector<int>> shapes = {
+      {64, 64, 64, 0},     {128, 128, 128, 0},    {256, 256, 256, 0},
+      {512, 512, 512, 0},  {1024, 1024, 1024, 0}, {2048, 2048, 2048, 0},
+      {20, 512, 512, 0},   // the seed's projection: 2 x 10 tokens
+      {128, 512, 512, 0},  // a short prompt's projection
+      {1024, 768, 768, 0}, {2048, 1024, 1024, 0}, {4096, 512, 512, 0},
+      {1, 4096, 4096, 0},   // the decode projection (GEMV), from DRAM
+      {1, 4096, 1024, 0},   // a decode projection from L3
+      {2048, 2048, 64, 1},  // Q K^T of one head (K stored [kv, head_dim])
+      {2048, 64, 2048, 0},  // P V of one head
+  };
+  for (const std::vector<int>& shape : shapes) {
+    for (int threads : ThreadCounts()) {
+      b->Args({shape[0], shape[1], shape[2], shape[3], threads});
+    }
+  }
 }
 
-// Times multiply(m, n, k, a, b, c) computing C = A B (row-major) for the
-// benchmark's shape; `peer` labels a library we compare with.
+// Times multiply(m, n, k, a, b, c) computing C = A op(B) (row-major; B is
+// stored [n, k] when transposed) for the benchmark's shape. Rates: GFLOP/s,
+// and GB/s of the operands read and written once. Labels the run with the
+// target mha ran on; a peer's benchmark relabels it with the peer's name.
 template <class Multiply>
-void TimeGemm(benchmark::State& state, const std::string& peer,
-              Multiply&& multiply) {
+void TimeGemm(benchmark::State& state, Multiply&& multiply) {
   const std::size_t m = state.range(0), n = state.range(1), k = state.range(2);
+  const bool trans_b = state.range(3) != 0;
   const auto a = RandomVector(m * k, 1), b = RandomVector(k * n, 2);
   std::vector<float> c(m * n);
-  for (auto _ : state) {
-    multiply(m, n, k, a.data(), b.data(), c.data());
-    benchmark::DoNotOptimize(c.data());
-  }
-  Report(state, 2.0 * m * n * k, 4.0 * (m * k + k * n + m * n), peer);
+  WithThreads(state.range(4), [&] {
+    for (auto _ : state) {
+      multiply(m, n, k, trans_b, a.data(), b.data(), c.data());
+      benchmark::DoNotOptimize(c.data());
+    }
+  });
+  Report(state, 2.0 * m * n * k, 4.0 * (m * k + k * n + m * n));
 }
 
 void BM_Sgemm(benchmark::State& state) {
-  TimeGemm(state, "",
-           [](std::size_t m, std::size_t n, std::size_t k, const float* a,
-              const float* b, float* c) {
-             mha::sgemm(mha::Transpose::No, mha::Transpose::No, m, n, k, 1.0f,
-                        a, k, b, n, 0.0f, c, n);
-           });
+  TimeGemm(state, [](std::size_t m, std::size_t n, std::size_t k, bool trans_b,
+                     const float* a, const float* b, float* c) {
+    mha::sgemm(mha::Transpose::No,
+               trans_b ? mha::Transpose::Yes : mha::Transpose::No, m, n, k,
+               1.0f, a, k, b, trans_b ? k : n, 0.0f, c, n);
+  });
 }
-BENCHMARK(BM_Sgemm)->Apply(GemmArgs)->ArgNames({"m", "n", "k"})->UseRealTime();
+BENCHMARK(BM_Sgemm)->Apply(GemmShapes)->UseRealTime();
 
 #ifdef MHA_HAVE_OPENBLAS
+// cblas_sgemm; for M = 1, cblas_sgemv (y = B^T x), OpenBLAS's own GEMV.
 void BM_SgemmOpenBLAS(benchmark::State& state) {
-  openblas_set_num_threads(tbb::this_task_arena::max_concurrency());
-  TimeGemm(state, "OpenBLAS",
-           [](std::size_t m, std::size_t n, std::size_t k, const float* a,
-              const float* b, float* c) {
-             cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k,
-                         1.0f, a, k, b, n, 0.0f, c, n);
-           });
+  TimeGemm(state, [](std::size_t m, std::size_t n, std::size_t k, bool trans_b,
+                     const float* a, const float* b, float* c) {
+    if (m == 1) {
+      trans_b ? cblas_sgemv(CblasRowMajor, CblasNoTrans, n, k, 1.0f, b, k, a, 1,
+                            0.0f, c, 1)
+              : cblas_sgemv(CblasRowMajor, CblasTrans, k, n, 1.0f, b, n, a, 1,
+                            0.0f, c, 1);
+      return;
+    }
+    cblas_sgemm(CblasRowMajor, CblasNoTrans,
+                trans_b ? CblasTrans : CblasNoTrans, m, n, k, 1.0f, a, k, b,
+                trans_b ? k : n, 0.0f, c, n);
+  });
+  state.SetLabel(OpenBlasLabel());
 }
-BENCHMARK(BM_SgemmOpenBLAS)
-    ->Apply(GemmArgs)
-    ->ArgNames({"m", "n", "k"})
-    ->UseRealTime();
+BENCHMARK(BM_SgemmOpenBLAS)->Apply(GemmShapes)->UseRealTime();
 #endif
 
 #ifdef MHA_HAVE_ONEDNN
 void BM_SgemmOneDNN(benchmark::State& state) {
-  OneDnnMatmul matmul(1, state.range(0), state.range(1), state.range(2), false);
-  TimeGemm(state, "oneDNN",
-           [&matmul](std::size_t, std::size_t, std::size_t, const float* a,
-                     const float* b, float* c) { matmul.Run(a, b, c); });
+  SetPeerThreads(state.range(4));  // before the primitive is made
+  OneDnnMatmul matmul(1, state.range(0), state.range(1), state.range(2),
+                      state.range(3) != 0);
+  TimeGemm(state, [&matmul](std::size_t, std::size_t, std::size_t, bool,
+                            const float* a, const float* b,
+                            float* c) { matmul.Run(a, b, c); });
+  state.SetLabel(OneDnnLabel());
 }
-BENCHMARK(BM_SgemmOneDNN)
-    ->Apply(GemmArgs)
-    ->ArgNames({"m", "n", "k"})
-    ->UseRealTime();
+BENCHMARK(BM_SgemmOneDNN)->Apply(GemmShapes)->UseRealTime();
 #endif
 
 }  // namespace

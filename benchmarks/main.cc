@@ -1,6 +1,6 @@
 // The benchmark program's main: Google Benchmark's flags, plus
 //   --mha_list_targets   print mha::supported_targets(), one per line, and exit
-//   --mha_threads=N      cap oneTBB (and so mha) at N threads
+//   --mha_threads=N      cap oneTBB (and so mha) and the peers at N threads
 // and the target in force recorded in the JSON context.
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
@@ -11,6 +11,7 @@
 #include <memory>
 
 #include "mha/mha.h"
+#include "peers.h"
 
 int main(int argc, char** argv) {
   benchmark::Initialize(&argc, argv);
@@ -23,9 +24,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     if (std::strncmp(argv[i], "--mha_threads=", 14) == 0) {
+      const int threads = std::atoi(argv[i] + 14);
       thread_cap = std::make_unique<tbb::global_control>(
-          tbb::global_control::max_allowed_parallelism,
-          std::atoi(argv[i] + 14));
+          tbb::global_control::max_allowed_parallelism, threads);
+      mha_bench::SetThreadBudget(threads);
       continue;
     }
     argv[kept++] = argv[i];
@@ -33,6 +35,7 @@ int main(int argc, char** argv) {
   argc = kept;
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("mha_target", mha::active_target());
+  mha_bench::DescribePeers();
   benchmark::AddCustomContext(
       "mha_threads", std::to_string(tbb::global_control::active_value(
                          tbb::global_control::max_allowed_parallelism)));

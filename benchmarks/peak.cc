@@ -19,31 +19,75 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 const char* PeakTargetName() { return hwy::TargetName(HWY_TARGET); }
 
-// Runs `steps` rounds of 16 independent chains (more than latency x pipes
-// on any x86 core) and returns the flops done; `sink` keeps them alive.
-// With FMA, each step of a chain is one multiply-add (2 flops). Without it,
-// MulAdd is a multiply then a dependent add, whose latency would understate
-// what GEMM gets by pairing independent multiplies and adds: there, half the
-// chains multiply and half add (1 flop each).
+// The FMA peak probe: enough independent chains to cover the FMA latency
+// times the FMA pipes of any core we know (4 cycles x 2 pipes = 8 on Intel
+// and AMD alike; the probe keeps more, as no kernel can do better), and few
+// enough that the chains and the two constants stay in registers: a probe
+// that spills measures the spills (with 16 chains on the 16 ymm registers of
+// AVX2 it read 71 GFLOP/s on Zen 5, whose ymm peak is about 130 per core, and
+// our AVX2 SGEMM "beat" it at 146%). 32 vector registers (AVX-512, NEON, SVE)
+// hold 24 chains, 16 (AVX2, SSE) hold 12.
+#if (HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3) || HWY_TARGET == HWY_SCALAR || \
+    HWY_TARGET == HWY_EMU128
+constexpr int kChains = 12;
+#else
+constexpr int kChains = 24;
+#endif
+
+// One step of chain i: a multiply-add with FMA. Without FMA, MulAdd would be a
+// multiply and a dependent add, whose latency would understate what GEMM gets
+// by pairing independent multiplies and adds: there, even chains multiply and
+// odd ones add (1 flop each), so both kinds of pipes work.
+template <int kIndex, class V>
+HWY_INLINE V Step(V acc, V mul, V add) {
+#if HWY_NATIVE_FMA
+  return hn::MulAdd(acc, mul, add);
+#else
+  return kIndex % 2 == 0 ? hn::Mul(acc, mul) : hn::Add(acc, add);
+#endif
+}
+
+// Runs `steps` rounds of the chains and returns the flops done; `sink` keeps
+// them alive. The chains are named variables, not an array: arrays of vectors
+// do not exist on targets whose vectors are sizeless (SVE).
 double FmaLoop(std::size_t steps, float* sink) {
   const hn::ScalableTag<float> d;
   using V = hn::Vec<decltype(d)>;
   const V mul = hn::Set(d, 0.999999f), add = hn::Set(d, 1e-7f);
-  V acc[16];
-  for (int i = 0; i < 16; ++i) acc[i] = hn::Set(d, static_cast<float>(i));
-  for (std::size_t s = 0; s < steps; ++s) {
-#if HWY_NATIVE_FMA
-    for (int i = 0; i < 16; ++i) acc[i] = hn::MulAdd(acc[i], mul, add);
-#else
-    for (int i = 0; i < 8; ++i) acc[i] = hn::Mul(acc[i], mul);
-    for (int i = 8; i < 16; ++i) acc[i] = hn::Add(acc[i], add);
-#endif
+#define MHA_PEAK_CHAINS(X) \
+  X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+#define MHA_PEAK_MORE_CHAINS(X) \
+  X(12) X(13) X(14) X(15) X(16) X(17) X(18) X(19) X(20) X(21) X(22) X(23)
+#define MHA_PEAK_DECLARE(i) V acc##i = hn::Set(d, static_cast<float>(i));
+#define MHA_PEAK_STEP(i) acc##i = Step<i>(acc##i, mul, add);
+#define MHA_PEAK_SUM(i) total = hn::Add(total, acc##i);
+  MHA_PEAK_CHAINS(MHA_PEAK_DECLARE)
+  if constexpr (kChains == 24) {
+    MHA_PEAK_MORE_CHAINS(MHA_PEAK_DECLARE)
+    for (std::size_t s = 0; s < steps; ++s) {
+      MHA_PEAK_CHAINS(MHA_PEAK_STEP)
+      MHA_PEAK_MORE_CHAINS(MHA_PEAK_STEP)
+    }
+    V total = hn::Zero(d);
+    MHA_PEAK_CHAINS(MHA_PEAK_SUM)
+    MHA_PEAK_MORE_CHAINS(MHA_PEAK_SUM)
+    *sink = hn::GetLane(total);
+  } else {
+    for (std::size_t s = 0; s < steps; ++s) {
+      MHA_PEAK_CHAINS(MHA_PEAK_STEP)
+    }
+    V total = hn::Zero(d);
+    MHA_PEAK_CHAINS(MHA_PEAK_SUM)
+    *sink = hn::GetLane(total);
   }
-  V total = acc[0];
-  for (int i = 1; i < 16; ++i) total = hn::Add(total, acc[i]);
-  *sink = hn::GetLane(total);
-  const double flops_per_step = HWY_NATIVE_FMA ? 2.0 * 16 : 16.0;
-  return flops_per_step * hn::Lanes(d) * static_cast<double>(steps);
+#undef MHA_PEAK_CHAINS
+#undef MHA_PEAK_MORE_CHAINS
+#undef MHA_PEAK_DECLARE
+#undef MHA_PEAK_STEP
+#undef MHA_PEAK_SUM
+  const double flops_per_chain_step = HWY_NATIVE_FMA ? 2.0 : 1.0;
+  return flops_per_chain_step * kChains * hn::Lanes(d) *
+         static_cast<double>(steps);
 }
 
 // Sums `count` floats (reads memory once); returns the sum.
@@ -98,57 +142,69 @@ std::size_t IndexOfActiveTarget() {
   return 0;
 }
 
+// Runs per_thread(t) on each of `threads` threads at once, one each.
+template <class PerThread>
+void OnEveryThread(int threads, PerThread&& per_thread) {
+  tbb::parallel_for(0, threads, per_thread, tbb::static_partitioner());
+}
+
+// args: threads
 void BM_FmaPeak(benchmark::State& state) {
   const std::size_t index = IndexOfActiveTarget();
   if (index == 0) return state.SkipWithError("active target not compiled here");
-  const int threads = tbb::this_task_arena::max_concurrency();
+  const int threads = state.range(0);
   std::vector<float> sinks(threads * 16);
-  double flops = 0;
-  for (auto _ : state) {
-    flops = 0;
-    std::vector<double> per_thread(threads);
-    tbb::parallel_for(
-        0, threads,
-        [&](int t) {
-          per_thread[t] =
-              HWY_DISPATCH_TABLE(FmaLoop)[index](1 << 20, &sinks[t * 16]);
-        },
-        tbb::static_partitioner());
-    for (double f : per_thread) flops += f;
-  }
+  std::vector<double> flops(threads);
+  WithThreads(threads, [&] {
+    for (auto _ : state) {
+      OnEveryThread(threads, [&](int t) {
+        flops[t] = HWY_DISPATCH_TABLE(FmaLoop)[index](1 << 20, &sinks[t * 16]);
+      });
+    }
+  });
+  double total = 0;
+  for (double f : flops) total += f;
   state.SetLabel(HWY_DISPATCH_TABLE(PeakTargetName)[index]());
   state.counters["GFLOP/s"] = benchmark::Counter(
-      flops * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+      total * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
-// Peaks are denominators: mha-bench takes the best of three.
-BENCHMARK(BM_FmaPeak)->UseRealTime()->Repetitions(3);
+// Peaks are denominators: the tables take the best of three.
+BENCHMARK(BM_FmaPeak)
+    ->ArgName("t")
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int threads : ThreadCounts()) b->Arg(threads);
+    })
+    ->UseRealTime()
+    ->Repetitions(3);
 
+// args: Mfloats, threads
 void BM_MemoryRead(benchmark::State& state) {
   const std::size_t index = IndexOfActiveTarget();
   if (index == 0) return state.SkipWithError("active target not compiled here");
   const std::size_t count = std::size_t(state.range(0))
                             << 20;  // MiB of floats * 4
   std::vector<float> data(count, 1.0f);
-  const int threads = tbb::this_task_arena::max_concurrency();
+  const int threads = state.range(1);
   const std::size_t chunk = (count + threads - 1) / threads;
-  for (auto _ : state) {
-    tbb::parallel_for(
-        0, threads,
-        [&](int t) {
-          const std::size_t begin = std::min(count, t * chunk);
-          benchmark::DoNotOptimize(HWY_DISPATCH_TABLE(ReadAll)[index](
-              data.data() + begin, std::min(chunk, count - begin)));
-        },
-        tbb::static_partitioner());
-  }
+  WithThreads(threads, [&] {
+    for (auto _ : state) {
+      OnEveryThread(threads, [&](int t) {
+        const std::size_t begin = std::min(count, t * chunk);
+        benchmark::DoNotOptimize(HWY_DISPATCH_TABLE(ReadAll)[index](
+            data.data() + begin, std::min(chunk, count - begin)));
+      });
+    }
+  });
   state.SetLabel(HWY_DISPATCH_TABLE(PeakTargetName)[index]());
   state.counters["GB/s"] = benchmark::Counter(
       4.0 * count * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
 }
 // 256 MiB: well past the last-level cache, so this is DRAM bandwidth.
 BENCHMARK(BM_MemoryRead)
-    ->Arg(64)
-    ->ArgName("Mfloats")
+    ->ArgNames({"Mfloats", "t"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      for (int threads : ThreadCounts()) b->Args({64, threads});
+    })
     ->UseRealTime()
     ->Repetitions(3);
 

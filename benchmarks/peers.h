@@ -1,14 +1,41 @@
 // The libraries the benchmarks compare with, when the build found them:
-// OpenBLAS (MHA_HAVE_OPENBLAS) and oneDNN (MHA_HAVE_ONEDNN).
+// OpenBLAS (MHA_HAVE_OPENBLAS) and oneDNN (MHA_HAVE_ONEDNN), with what each
+// runs on, so that every peer row says which kernel and how many threads
+// produced it.
 #ifndef MHA_BENCHMARKS_PEERS_H_
 #define MHA_BENCHMARKS_PEERS_H_
 
+#include <string>
+
 #ifdef MHA_HAVE_OPENBLAS
 #include <cblas.h>
-#include <tbb/task_arena.h>
 #endif
 #ifdef MHA_HAVE_ONEDNN
 #include "onednn.h"
 #endif
+
+namespace mha_bench {
+
+// The threads a benchmark may use: --mha_threads=N, else every core.
+int ThreadBudget();
+void SetThreadBudget(int threads);
+
+// Sizes the peers' own thread pools (OpenBLAS's pthreads, oneDNN's OpenMP
+// threads), as oneTBB's arena sizes mha's. Each peer benchmark sets what it
+// runs on: the budget, or 1 where it runs inside a parallel loop of its own.
+void SetPeerThreads(int threads);
+
+// "OpenBLAS 0.3.21 Cooperlake x2": version, the kernel family OpenBLAS chose
+// for this CPU (OPENBLAS_CORETYPE overrides it), threads.
+std::string OpenBlasLabel();
+// "oneDNN 2.6.3 avx512_core_bf16 x2": version, the ISA its kernels use,
+// threads.
+std::string OneDnnLabel();
+
+// Records the peers' labels in the JSON context, and warns on stderr when
+// the environment forces OpenBLAS off its best kernel.
+void DescribePeers();
+
+}  // namespace mha_bench
 
 #endif  // MHA_BENCHMARKS_PEERS_H_

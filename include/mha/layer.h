@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <vector>
 
 #include "mha/attention.h"
@@ -38,6 +39,9 @@ struct MultiHeadAttentionWeights {
 };
 
 class KVCache;
+namespace detail {
+class LayerWeights;
+}
 
 // Accuracy: outputs are within about (d_model + kv_len + 4 L) * 2^-22
 // relative of a double-precision evaluation on the same fp32 inputs and
@@ -61,8 +65,10 @@ class MultiHeadAttention {
 
   const MultiHeadAttentionConfig& config() const;  // num_kv_heads resolved
 
-  // Copies the weights (null weight pointers throw). Throws, keeping the old
-  // weights, when a bias is given without config.bias or missing with it.
+  // Copies the weights (null weight pointers throw), packed into the
+  // kernels' panel format for the target in force (other targets' packings
+  // are made from it on first use, after set_target). Throws, keeping the
+  // old weights, when a bias is given without config.bias or missing with it.
   void set_weights(const MultiHeadAttentionWeights& weights);
   // N(0,1) * sqrt(2 / d_model) weights from a fixed generator seeded by
   // `seed` (same seed, same weights, on every machine); biases zero.
@@ -90,10 +96,9 @@ class MultiHeadAttention {
 
  private:
   MultiHeadAttentionConfig config_;
-  // Projection weights stored [in, out] whatever the given layout: W_q, W_k
-  // and W_v side by side ([d_model, d_model + 2 * kv_dim]) so self-attention
-  // projects with one GEMM, and their biases likewise.
-  std::vector<float> w_qkv_, b_qkv_, w_o_, b_o_;
+  // The weights packed for the kernels of each target the layer has run on:
+  // immutable, so copies share them; set_weights replaces them.
+  std::shared_ptr<const detail::LayerWeights> weights_;
 };
 
 // Keys and values of past tokens, [batch, max_len, kv_dim] each.

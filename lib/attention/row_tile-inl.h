@@ -26,9 +26,9 @@
 #include "lib/attention/attention_args.h"
 #include "lib/attention/task.h"
 #include "lib/common/scratch.h"
-#include "lib/gemm/blocking-inl.h"
 #include "lib/gemm/microkernel-inl.h"
 #include "lib/gemm/pack-inl.h"
+#include "lib/gemm/tile_shape-inl.h"
 #include "lib/softmax/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -137,14 +137,18 @@ class RowTile {
       PackPanel(panels_ + c0 * dim_, nr, keys + c0 * kl.token, kl.token, 1,
                 std::min(nr, n - c0), dim_);
     }
-    Tile<kTileRows, kTileVecs> tile;
+    const float* queries[kTileRows];
     for (std::size_t r0 = 0; r0 < rows_; r0 += kTileRows) {
       const std::size_t seen = PanelVisible(r0, j0, n);
-      const RowsA<kTileRows> queries = RowPointers(
-          r0, [&](std::size_t r) { return detail::QueryRow(a_, task_, r); });
+      RowPointers(r0, queries, [&](std::size_t r) {
+        return detail::QueryRow(a_, task_, r);
+      });
       for (std::size_t c0 = 0; c0 < seen; c0 += nr) {
-        MultiplyTile(dim_, queries, panels_ + c0 * dim_, nr, tile);
-        StoreScores(tile, r0, j0, c0, std::min(nr, n - c0));
+        MultiplyTile<kTileRows>(
+            dim_, PointersA{queries}, panels_ + c0 * dim_, nr,
+            [&](std::size_t r, FloatVec v0, FloatVec v1) {
+              StoreScores(r0 + r, j0, c0, std::min(nr, n - c0), v0, v1);
+            });
       }
     }
     for (std::size_t r = 0; r < rows_; ++r) {
@@ -166,33 +170,29 @@ class RowTile {
   // Rows [r0, r0 + kTileRows) as pointers from `row_of`; rows past the
   // task's point at zeros.
   template <class RowOf>
-  RowsA<kTileRows> RowPointers(std::size_t r0, RowOf&& row_of) const {
-    RowsA<kTileRows> rows;
+  void RowPointers(std::size_t r0, const float** rows, RowOf&& row_of) const {
     for (std::size_t r = 0; r < kTileRows; ++r) {
-      rows.rows[r] = r0 + r < rows_ ? row_of(r0 + r) : zero_row_;
+      rows[r] = r0 + r < rows_ ? row_of(r0 + r) : zero_row_;
     }
-    return rows;
   }
 
-  // scale * tile into the score rows, columns [c0, c0 + cols) of the block.
-  void StoreScores(Tile<kTileRows, kTileVecs>& tile, std::size_t r0,
-                   std::size_t j0, std::size_t c0, std::size_t cols) {
+  // scale * (v0, v1) into score row r, columns [c0, c0 + cols) of the block.
+  void StoreScores(std::size_t r, std::size_t j0, std::size_t c0,
+                   std::size_t cols, FloatVec v0, FloatVec v1) {
+    if (r >= rows_) return;
     const FloatTag d;
+    const std::size_t lanes = hn::Lanes(d);
     const FloatVec scale = hn::Set(d, a_.scale);
-    for (auto& row : tile.v) {
-      for (FloatVec& v : row) v = hn::Mul(scale, v);
-    }
     if (a_.weights == nullptr) {  // scratch rows hold whole tiles
-      StoreTile(tile, scores_ + r0 * kBlock + c0, kBlock);
+      float* row = scores_ + r * kBlock + c0;
+      hn::StoreU(hn::Mul(scale, v0), d, row);
+      hn::StoreU(hn::Mul(scale, v1), d, row + lanes);
       return;
     }
-    constexpr std::size_t kCap = kTileVecs * hn::MaxLanes(FloatTag());
-    HWY_ALIGN float scores[kTileRows * kCap];
-    StoreTile(tile, scores, kCap);
-    for (std::size_t r = 0; r < kTileRows && r0 + r < rows_; ++r) {
-      std::memcpy(ScoreRow(r0 + r, j0) + c0, scores + r * kCap,
-                  cols * sizeof(float));
-    }
+    HWY_ALIGN float scores[kTileVecs * hn::MaxLanes(FloatTag())];
+    hn::Store(hn::Mul(scale, v0), d, scores);
+    hn::Store(hn::Mul(scale, v1), d, scores + lanes);
+    std::memcpy(ScoreRow(r, j0) + c0, scores, cols * sizeof(float));
   }
 
   // values += P V for keys [j0, j0 + n), P being the score rows.
@@ -216,19 +216,25 @@ class RowTile {
                   std::min(nr, dim_ - c0), n);
       }
     }
-    Tile<kTileRows, kTileVecs> tile;
+    const FloatTag d;
+    const std::size_t lanes = hn::Lanes(d);
+    const float* probabilities[kTileRows];
     for (std::size_t r0 = 0; r0 < rows_; r0 += kTileRows) {
       const std::size_t seen = PanelVisible(r0, j0, n);
       if (seen == 0) continue;
-      const RowsA<kTileRows> probabilities = RowPointers(
-          r0, [&](std::size_t r) -> const float* { return ScoreRow(r, j0); });
+      RowPointers(r0, probabilities, [&](std::size_t r) -> const float* {
+        return ScoreRow(r, j0);
+      });
       for (std::size_t c0 = 0; c0 < dim_; c0 += nr) {
-        if (in_place) {
-          MultiplyTile(seen, probabilities, values + c0, vl.token, tile);
-        } else {
-          MultiplyTile(seen, probabilities, panels_ + c0 * n, nr, tile);
-        }
-        AddTile(tile, values_ + r0 * padded_dim_ + c0, padded_dim_);
+        // Accumulator rows are padded to whole tiles: add whole vectors.
+        auto add = [&](std::size_t r, FloatVec v0, FloatVec v1) {
+          float* row = values_ + (r0 + r) * padded_dim_ + c0;
+          hn::StoreU(hn::Add(hn::LoadU(d, row), v0), d, row);
+          hn::StoreU(hn::Add(hn::LoadU(d, row + lanes), v1), d, row + lanes);
+        };
+        const float* panel = in_place ? values + c0 : panels_ + c0 * n;
+        MultiplyTile<kTileRows>(seen, PointersA{probabilities}, panel,
+                                in_place ? vl.token : nr, add);
       }
     }
   }

@@ -9,6 +9,8 @@ namespace mha::detail {
 
 // Buffers a leaf task may hold at once; each slot is a distinct buffer.
 enum class ScratchSlot {
+  kGemmA,  // a packed A sliver of the GEMM
+  kGemmB,  // a packed B block of the GEMM
   kPackedA,
   kPackedK,
   kPackedV,

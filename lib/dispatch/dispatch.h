@@ -14,6 +14,11 @@ namespace mha::detail {
 // Throws std::invalid_argument while an unknown MHA_TARGET is in force.
 std::size_t ChosenTargetIndex();
 
+// ChosenTargetIndex(), or the best supported target's while an unknown
+// MHA_TARGET is in force: for work that prepares data (packing weights)
+// rather than run a kernel, which must not throw for it.
+std::size_t PreferredTargetIndex();
+
 // Each target's kernel entry calls this with its own HWY_TARGET, so that
 // last_kernel_target() reports what really ran.
 void NoteKernelTarget(std::int64_t target);

@@ -121,8 +121,9 @@ std::string last_kernel_target() {
 
 namespace detail {
 
-std::size_t ChosenTargetIndex() {
-  const std::int64_t target = TargetInForce();
+namespace {
+
+std::size_t IndexOf(std::int64_t target) {
 #if (HWY_TARGETS & (HWY_TARGETS - 1)) == 0
   (void)target;
   return 0;  // a single compiled target: HWY_EXPORT tables have one entry
@@ -133,6 +134,16 @@ std::size_t ChosenTargetIndex() {
       HWY_CHOSEN_TARGET_SHIFT(target) | HWY_CHOSEN_TARGET_MASK_SCALAR;
   return hwy::Num0BitsBelowLS1Bit_Nonzero64(static_cast<std::uint64_t>(chosen));
 #endif
+}
+
+}  // namespace
+
+std::size_t ChosenTargetIndex() { return IndexOf(TargetInForce()); }
+
+std::size_t PreferredTargetIndex() {
+  ApplyEnvironmentOnce();
+  if (Choice().environment_invalid) return IndexOf(BestOf(UsableTargets()));
+  return ChosenTargetIndex();
 }
 
 void NoteKernelTarget(std::int64_t target) { kernel_target_of_thread = target; }

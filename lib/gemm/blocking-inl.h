@@ -1,9 +1,21 @@
-// Register and cache blocking for the current Highway target.
+// Cache blocking of the GEMM for the current target, from the caches the
+// machine reports (lib/common/cache_sizes.h), never from constants that fit
+// one CPU.
 //
-// The micro-kernel keeps a kRows x kVecs tile of C in vector registers and
-// does rank-1 updates: kRows broadcasts of A against kVecs vectors of B per
-// step of k. Accumulators must outnumber FMA latency x FMA pipes (4 x 2) and,
-// with the B vectors and one broadcast, fit the register file.
+// Row-major C = A B, with the micro-tile's rows broadcast from A and its
+// columns loaded as vectors from B (BLIS's scheme, transposed):
+//   L1 holds an A sliver, kTileRows x kc, reused against every B panel of
+//      the block: kc = half of L1 / (kTileRows * 4 bytes), so the sliver and
+//      the B panel lines streaming through stay in L1 together.
+//   L2 holds the packed B block, kc x nc, streamed panel by panel past each
+//      A sliver: nc = half of L2 / (kc * 4 bytes), in whole panels.
+//   A task covers mc rows x nc columns of C for all of k (k is never split:
+//      results do not depend on the thread count); its B block is packed
+//      once per kc slice and reused by mc / kTileRows slivers, so mc bounds
+//      the packing cost (1 / mc of the multiply-adds).
+// Compare BLIS zen4/zen5 (sgemm 32x12, KC 480, MC 512 columns of our B in a
+// 1 MiB L2) and skx (KC 384, MC 480 in 1 MiB): the same balance; OpenBLAS's
+// Cooperlake kernel (16x24) keeps GEMM_Q 320 (kc), GEMM_P 640.
 
 #if defined(MHA_LIB_GEMM_BLOCKING_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_LIB_GEMM_BLOCKING_INL_H_
@@ -12,45 +24,41 @@
 #define MHA_LIB_GEMM_BLOCKING_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstddef>
 
 #include "hwy/highway.h"
+#include "lib/common/cache_sizes.h"
+#include "lib/gemm/tile_shape-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 
-using FloatTag = hn::ScalableTag<float>;
-using FloatVec = hn::Vec<FloatTag>;
+struct GemmBlocking {
+  std::size_t kc;  // depth of one slice of k
+  std::size_t nc;  // columns of C per task: whole panels, B block in L2
+  std::size_t mc;  // rows of C per task: whole tiles
+};
 
-#if HWY_ARCH_X86 && HWY_TARGET <= HWY_AVX3
-// 32 zmm registers: 12 x 2 accumulators + 2 B vectors + 1 broadcast.
-constexpr std::size_t kTileRows = 12;
-#elif HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
-// Vectors are emulated: keep the tile small, there is no register file.
-constexpr std::size_t kTileRows = 4;
-#else
-// 16 ymm/xmm registers: 6 x 2 accumulators + 2 B vectors + 1 broadcast.
-constexpr std::size_t kTileRows = 6;
-#endif
-constexpr std::size_t kTileVecs = 2;
-
-inline std::size_t RoundUp(std::size_t x, std::size_t multiple) {
-  return (x + multiple - 1) / multiple * multiple;
+inline GemmBlocking MachineBlocking() {
+  const detail::CacheSizes& caches = detail::MachineCaches();
+  const std::size_t nr = TileCols();
+  GemmBlocking b;
+  // Depth: at least 64 steps to amortize a tile's epilogue (C load and
+  // store), at most 1024.
+  b.kc = std::clamp<std::size_t>(caches.l1d / 2 / (kTileRows * sizeof(float)),
+                                 64, 1024) /
+         8 * 8;
+  b.nc = std::max(nr, caches.l2 / 2 / (b.kc * sizeof(float)) / nr * nr);
+  b.mc = kTileRows * 16;
+  return b;
 }
 
-// Columns of one micro-tile (the width of a packed B panel).
-inline std::size_t TileCols() { return kTileVecs * hn::Lanes(FloatTag()); }
-
-// Cache blocking (BLIS's KC, MC, NC): the micro-kernel sweeps an mc x kc
-// block of A held in L2 against kc x tile-cols slivers of B, and a kc x nc
-// block of packed B lives in L3. A deep kc matters more than an L1-sized
-// sliver: each kc slice costs a pass over C, and the sliver streams well
-// from L2 (measured: kc 512 beats 256 by 15-25% on 512..2048 cubes).
-constexpr std::size_t kDepthBlock = 512;           // KC
-constexpr std::size_t kRowBlock = kTileRows * 16;  // MC
-constexpr std::size_t kColBlock = 4096;            // NC, rounded to panels
+inline const GemmBlocking& Blocking() {
+  static const GemmBlocking blocking = MachineBlocking();
+  return blocking;
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace mha

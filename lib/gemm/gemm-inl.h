@@ -1,8 +1,15 @@
-// The blocked SGEMM driver (BLIS's loops around the micro-kernel): for each
-// nc-wide column block and kc-deep slice of k, B is packed once (in
-// parallel), then tasks over (row block, column chunk) pack their block of A
-// and sweep micro-tiles. k is never split across tasks, so every element of C
-// is computed by the same sequence of operations whatever the thread count.
+// The blocked SGEMM driver. C is cut into blocks of mc rows x nc columns (a
+// function of the shape only); each block is one task that runs all of k in
+// kc slices, so every element of C is computed by the same sequence of
+// operations whatever the thread count. Per slice, the task brings its B
+// block into panel form (packed, pre-packed, or B's own rows), then for
+// each A sliver (kTileRows rows, packed or read in place) sweeps the B
+// panels (blocking-inl.h says which cache holds what).
+//
+// An operand is packed only where it is reused enough to pay for the copy:
+// B's block is used once per A sliver (mc / kTileRows times), an A sliver
+// once per B panel (nc / TileCols() times). Small M reads B in place, small
+// N reads A in place (as MLAS and oneDNN's brgemm do).
 
 #if defined(MHA_LIB_GEMM_GEMM_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_LIB_GEMM_GEMM_INL_H_
@@ -13,158 +20,131 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <type_traits>
 
-#include "hwy/aligned_allocator.h"
 #include "hwy/highway.h"
+#include "lib/common/buffer_pool.h"
 #include "lib/common/parallel.h"
 #include "lib/common/scratch.h"
 #include "lib/gemm/blocking-inl.h"
+#include "lib/gemm/epilogue-inl.h"
 #include "lib/gemm/gemm_args.h"
 #include "lib/gemm/gemv-inl.h"
 #include "lib/gemm/microkernel-inl.h"
 #include "lib/gemm/pack-inl.h"
+#include "lib/gemm/tile_shape-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace HWY_NAMESPACE {
-namespace hn = hwy::HWY_NAMESPACE;
 
-// A GEMM of fewer multiply-adds runs on the calling thread: two fork/joins
-// per kc slice cost more than a second core saves there.
-constexpr double kGemmParallelWork = 1 << 21;
+// A GEMM of fewer multiply-adds runs on the calling thread: a fork and join
+// costs more than a second core saves there.
+constexpr double kGemmParallelWork = 1 << 18;
 
-// How results combine with C for one kc slice: the first slice applies beta
-// and the bias, later ones add to what the first wrote.
-struct GemmEpilogue {
-  float alpha, beta;
-  bool read_c;
-  const float* column_bias;  // at the tile's first column, or null
-};
+// Reuse below which an operand is read in place rather than packed.
+constexpr std::size_t kPackReuse = 4;
 
-// c = alpha * tile + (read_c ? beta * c : 0) + bias, for the first `rows` x
-// `cols` elements of the tile.
-// Calls f(std::integral_constant<size_t, R>) with the fewest tile rows R
-// that hold `rows`: a GEMV (one row) must not pay for a tile of zero rows.
-template <class F>
-HWY_INLINE void WithTileRows(std::size_t rows, F&& f) {
-  using std::integral_constant;
-  if (rows == 1) return f(integral_constant<std::size_t, 1>());
-  if (rows <= 2) return f(integral_constant<std::size_t, 2>());
-  if constexpr (kTileRows > 4) {
-    if (rows <= 4) return f(integral_constant<std::size_t, 4>());
-  }
-  f(integral_constant<std::size_t, kTileRows>());
-}
-
-template <class TileT>
-HWY_INLINE void ApplyEpilogue(const TileT& tile, float* HWY_RESTRICT c,
-                              std::size_t ldc, std::size_t rows,
-                              std::size_t cols, const GemmEpilogue& e) {
-  constexpr std::size_t kRows = TileT::kRowCount;
-  const FloatTag d;
-  const std::size_t lanes = hn::Lanes(d);
-  if (rows == kRows && cols == kTileVecs * lanes) {
-    const FloatVec alpha = hn::Set(d, e.alpha), beta = hn::Set(d, e.beta);
-    for (std::size_t r = 0; r < kRows; ++r) {
-      for (std::size_t v = 0; v < kTileVecs; ++v) {
-        float* HWY_RESTRICT at = c + r * ldc + v * lanes;
-        FloatVec x = hn::Mul(alpha, tile.v[r][v]);
-        if (e.read_c) x = hn::MulAdd(beta, hn::LoadU(d, at), x);
-        if (e.column_bias)
-          x = hn::Add(x, hn::LoadU(d, e.column_bias + v * lanes));
-        hn::StoreU(x, d, at);
-      }
-    }
-    return;
-  }
-  constexpr std::size_t kTileCap = kTileVecs * hn::MaxLanes(FloatTag());
-  HWY_ALIGN float values[kRows * kTileCap];
-  StoreTile(tile, values, kTileCap);
-  for (std::size_t r = 0; r < rows; ++r) {
-    for (std::size_t j = 0; j < cols; ++j) {
-      float x = e.alpha * values[r * kTileCap + j];
-      if (e.read_c) x += e.beta * c[r * ldc + j];
-      if (e.column_bias) x += e.column_bias[j];
-      c[r * ldc + j] = x;
-    }
-  }
-}
-
-// Where the micro-kernel reads panel j of B's current kc x nc block: packed,
-// or (for few rows of C, where packing would cost as much as the product)
-// straight from B when B is not transposed and the panel is full.
+// How one task reaches B's current kc x nc block: panel j at
+// first + j * panel_stride, step p at + p * step_stride.
 struct BPanels {
-  const float* packed;
-  const float* direct;
-  std::size_t direct_stride, direct_panels, depth;
-
-  const float* Panel(std::size_t j, std::size_t* stride) const {
-    if (j < direct_panels) {
-      *stride = direct_stride;
-      return direct + j * TileCols();
-    }
-    *stride = TileCols();
-    return packed + (j - direct_panels) * depth * TileCols();
-  }
+  const float* first;
+  std::size_t panel_stride, step_stride;
+  const float* Panel(std::size_t j) const { return first + j * panel_stride; }
 };
 
-// Element (p, j) of op(B) lies at b[p * p_stride + j * j_stride].
-inline BPanels PrepareB(const detail::GemmArgs& g, std::size_t jc,
-                        std::size_t nc, std::size_t pc, std::size_t kc,
-                        float* packed) {
+// B's block of columns [j0, j0 + nc), steps [p0, p0 + kc), in panel form:
+// pre-packed panels as they are; B's own rows in place when few A slivers
+// will use them (the ragged last panel is packed); else packed into scratch.
+inline BPanels PrepareB(const detail::GemmArgs& g, std::size_t j0,
+                        std::size_t nc, std::size_t p0, std::size_t kc,
+                        std::size_t slivers) {
   const std::size_t nr = TileCols();
   const std::size_t panels = (nc + nr - 1) / nr;
+  if (g.packed_b != nullptr) {
+    const detail::PackedB& b = *g.packed_b;
+    return {b.data + (j0 / nr * b.k + p0) * nr, b.k * nr, nr};
+  }
   const std::size_t j_stride = g.trans_b ? g.ldb : 1;
   const std::size_t p_stride = g.trans_b ? 1 : g.ldb;
-  const float* block = g.b + pc * p_stride + jc * j_stride;
-  BPanels result{packed, block, p_stride, 0, kc};
-  if (!g.trans_b && g.m <= 4 * kTileRows) result.direct_panels = nc / nr;
-  const std::size_t first = result.direct_panels;
-  detail::ForEachTask(
-      panels - first, double(g.m) * g.n * g.k,
-      [&](std::size_t i) {
-        const std::size_t j = first + i;
-        PackPanel(packed + i * kc * nr, nr, block + j * nr * j_stride, j_stride,
-                  p_stride, std::min(nr, nc - j * nr), kc);
-      },
-      kGemmParallelWork);
-  return result;
+  const float* block = g.b + p0 * p_stride + j0 * j_stride;
+  if (!g.trans_b && slivers < kPackReuse && nc % nr == 0) {
+    return {block, nr, g.ldb};
+  }
+  float* packed = detail::ThreadScratch(detail::ScratchSlot::kGemmB,
+                                        Blocking().kc * RoundUp(nc, nr));
+  for (std::size_t j = 0; j < panels; ++j) {
+    PackPanel(packed + j * kc * nr, nr, block + j * nr * j_stride, j_stride,
+              p_stride, std::min(nr, nc - j * nr), kc);
+  }
+  return {packed, kc * nr, nr};
 }
 
-// One task: rows [i0, i0 + mc) of C against B panels [j_begin, j_end).
-inline void MultiplyBlock(const detail::GemmArgs& g, const BPanels& panels,
-                          std::size_t i0, std::size_t mc, std::size_t jc,
-                          std::size_t nc, std::size_t j_begin,
-                          std::size_t j_end, std::size_t pc,
-                          const GemmEpilogue& epilogue) {
-  const std::size_t nr = TileCols(), kc = panels.depth;
-  const std::size_t i_stride = g.trans_a ? 1 : g.lda;
-  const std::size_t p_stride = g.trans_a ? g.lda : 1;
-  float* packed_a = detail::ThreadScratch(detail::ScratchSlot::kPackedA,
-                                          kRowBlock * kDepthBlock);
-  for (std::size_t r0 = 0; r0 < mc; r0 += kTileRows) {
-    PackPanel(packed_a + r0 * kc, kTileRows,
-              g.a + (i0 + r0) * i_stride + pc * p_stride, i_stride, p_stride,
-              std::min(kTileRows, mc - r0), kc);
+// Rows [i0, i0 + rows) and steps [p0, p0 + kc) of op(A) against the B panels
+// of columns [j0, j0 + nc), stored through `epilogue`.
+template <class AOperand>
+HWY_INLINE void MultiplySliver(const AOperand& a, std::size_t rows,
+                               std::size_t kc, const BPanels& b, std::size_t j0,
+                               std::size_t nc, float* c, std::size_t ldc,
+                               const GemmEpilogue& epilogue) {
+  const std::size_t nr = TileCols();
+  for (std::size_t j = 0; j * nr < nc; ++j) {
+    const TileStore store(epilogue, c, ldc, j0 + j * nr,
+                          std::min(nr, nc - j * nr));
+    ForTilePieces(rows, [&](auto height, std::size_t first) {
+      MultiplyTile<decltype(height)::value>(
+          kc, a.Rows(first), b.Panel(j), b.step_stride,
+          [&](std::size_t r, FloatVec v0, FloatVec v1) {
+            store(first + r, v0, v1);
+          });
+    });
   }
-  for (std::size_t j = j_begin; j < j_end; ++j) {
-    std::size_t b_stride;
-    const float* b_panel = panels.Panel(j, &b_stride);
-    const std::size_t col = jc + j * nr, cols = std::min(nr, jc + nc - col);
-    GemmEpilogue e = epilogue;
-    if (e.column_bias) e.column_bias += col;
-    for (std::size_t r0 = 0; r0 < mc; r0 += kTileRows) {
-      const std::size_t rows = std::min(kTileRows, mc - r0);
-      WithTileRows(rows, [&](auto tile_rows) {
-        Tile<decltype(tile_rows)::value, kTileVecs> tile;
-        MultiplyTile(kc, PanelA{packed_a + r0 * kc, kTileRows}, b_panel,
-                     b_stride, tile);
-        ApplyEpilogue(tile, g.c + (i0 + r0) * g.ldc + col, g.ldc, rows, cols,
-                      e);
-      });
-    }
+}
+
+// op(A)'s rows [i0, i0 + rows) and steps [p0, p0 + kc) as the micro-kernel
+// reads them: packed slivers (packed_a, all of A's rows for this slice, a
+// sliver every kTileRows rows), A^T in place (one step's rows are contiguous
+// already), or A's own rows in place.
+struct SliceOfA {
+  const detail::GemmArgs& g;
+  const float* packed_a;  // null: read in place
+  std::size_t p0, kc;
+
+  template <class F>
+  void With(std::size_t i0, F&& f) const {
+    if (g.trans_a) return f(StepsA{g.a + p0 * g.lda + i0, g.lda});
+    if (packed_a) return f(StepsA{packed_a + i0 * kc, kTileRows});
+    f(RowsA{g.a + i0 * g.lda + p0, g.lda});
   }
+};
+
+// One task of one slice: rows [i0, i0 + mc) x columns [j0, j0 + nc) of C.
+inline void MultiplyBlock(const detail::GemmArgs& g, const SliceOfA& a,
+                          std::size_t i0, std::size_t mc, std::size_t j0,
+                          std::size_t nc, const GemmEpilogue& epilogue) {
+  const std::size_t slivers = (mc + kTileRows - 1) / kTileRows;
+  const BPanels b = PrepareB(g, j0, nc, a.p0, a.kc, slivers);
+  for (std::size_t s = 0; s < slivers; ++s) {
+    const std::size_t r0 = i0 + s * kTileRows;
+    const std::size_t rows = std::min(kTileRows, i0 + mc - r0);
+    a.With(r0, [&](const auto& sliver) {
+      MultiplySliver(sliver, rows, a.kc, b, j0, nc, g.c + r0 * g.ldc, g.ldc,
+                     epilogue);
+    });
+  }
+}
+
+// A's slivers for steps [p0, p0 + kc), all rows, packed in parallel.
+inline void PackA(const detail::GemmArgs& g, std::size_t p0, std::size_t kc,
+                  float* packed) {
+  const std::size_t slivers = (g.m + kTileRows - 1) / kTileRows;
+  detail::ForEachTask(
+      slivers, double(g.m) * g.n * g.k,
+      [&](std::size_t s) {
+        const std::size_t r0 = s * kTileRows;
+        PackPanel(packed + r0 * kc, kTileRows, g.a + r0 * g.lda + p0, g.lda, 1,
+                  std::min(kTileRows, g.m - r0), kc);
+      },
+      kGemmParallelWork);
 }
 
 // C = beta * C (+ bias): the whole product when k == 0.
@@ -178,41 +158,66 @@ inline void ScaleOnly(const detail::GemmArgs& g) {
   }
 }
 
+// The task grid of a slice: column blocks of at most nc (each task packs its
+// B block once and sweeps every A sliver of its rows past it), split further
+// -- columns first, in whole panels, then rows, in whole tiles -- while
+// there are fewer than kTasksWanted tasks of at least kMinTaskWork
+// multiply-adds. A function of the shape only.
+struct GemmGrid {
+  std::size_t mc, nc, row_blocks, col_blocks;
+
+  explicit GemmGrid(const detail::GemmArgs& g) {
+    constexpr std::size_t kTasksWanted = 8;
+    constexpr double kMinTaskWork = 1 << 20;
+    const std::size_t nr = TileCols();
+    mc = RoundUp(g.m, kTileRows);
+    nc = std::min(RoundUp(g.n, nr), Blocking().nc);
+    for (;;) {
+      row_blocks = (g.m + mc - 1) / mc;
+      col_blocks = (g.n + nc - 1) / nc;
+      const double task_work = double(mc) * nc * std::min(g.k, Blocking().kc);
+      if (row_blocks * col_blocks >= kTasksWanted ||
+          task_work < 2 * kMinTaskWork) {
+        break;
+      }
+      if (nc >= 2 * nr) {
+        nc = RoundUp(nc / 2, nr);
+      } else if (mc >= 2 * kTileRows) {
+        mc = RoundUp(mc / 2, kTileRows);
+      } else {
+        break;
+      }
+    }
+  }
+  std::size_t tasks() const { return row_blocks * col_blocks; }
+};
+
 inline void GemmBlocked(const detail::GemmArgs& g) {
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0) return ScaleOnly(g);
   if (SuitsGemv(g)) return Gemv(g);
-  const std::size_t nr = TileCols();
-  const std::size_t col_block = std::max(nr, kColBlock / nr * nr);
-  const std::size_t row_blocks = (g.m + kRowBlock - 1) / kRowBlock;
-  // Enough tasks to balance a few cores; a function of the shape only.
-  constexpr std::size_t kTasksWanted = 16;
-  const std::size_t widest = std::min(col_block, g.n);
-  auto packed_b = hwy::AllocateAligned<float>(std::min(kDepthBlock, g.k) *
-                                              ((widest + nr - 1) / nr) * nr);
-  for (std::size_t jc = 0; jc < g.n; jc += col_block) {
-    const std::size_t nc = std::min(col_block, g.n - jc);
-    const std::size_t panels = (nc + nr - 1) / nr;
-    const std::size_t chunks =
-        std::min(panels, (kTasksWanted + row_blocks - 1) / row_blocks);
-    const std::size_t chunk_panels = (panels + chunks - 1) / chunks;
-    for (std::size_t pc = 0; pc < g.k; pc += kDepthBlock) {
-      const std::size_t kc = std::min(kDepthBlock, g.k - pc);
-      const BPanels b_panels = PrepareB(g, jc, nc, pc, kc, packed_b.get());
-      const GemmEpilogue epilogue =
-          pc == 0 ? GemmEpilogue{g.alpha, g.beta, g.beta != 0.0f, g.column_bias}
-                  : GemmEpilogue{g.alpha, 1.0f, true, nullptr};
-      detail::ForEachTask(
-          row_blocks * chunks, double(g.m) * g.n * g.k,
-          [&](std::size_t t) {
-            const std::size_t i0 = (t / chunks) * kRowBlock;
-            const std::size_t j0 = (t % chunks) * chunk_panels;
-            MultiplyBlock(g, b_panels, i0, std::min(kRowBlock, g.m - i0), jc,
-                          nc, j0, std::min(panels, j0 + chunk_panels), pc,
-                          epilogue);
-          },
-          kGemmParallelWork);
-    }
+  const GemmGrid grid(g);
+  const std::size_t kc_max = Blocking().kc;
+  // A sliver serves every B panel of the product: pack A once per slice,
+  // shared by all tasks, unless there are too few panels to pay for it.
+  const bool pack_a = !g.trans_a && g.n >= kPackReuse * TileCols();
+  detail::PooledBuffer packed_a(
+      pack_a ? RoundUp(g.m, kTileRows) * std::min(kc_max, g.k) : 0);
+  const GemmEpilogue first{g.alpha, g.beta, g.beta != 0.0f, g.column_bias};
+  for (std::size_t p0 = 0; p0 < g.k; p0 += kc_max) {
+    const SliceOfA a{g, pack_a ? packed_a.get() : nullptr, p0,
+                     std::min(kc_max, g.k - p0)};
+    if (pack_a) PackA(g, p0, a.kc, packed_a.get());
+    const GemmEpilogue epilogue = p0 == 0 ? first : first.Accumulating();
+    detail::ForEachTask(
+        grid.tasks(), double(g.m) * g.n * g.k,
+        [&](std::size_t t) {
+          const std::size_t i0 = t / grid.col_blocks * grid.mc;
+          const std::size_t j0 = t % grid.col_blocks * grid.nc;
+          MultiplyBlock(g, a, i0, std::min(grid.mc, g.m - i0), j0,
+                        std::min(grid.nc, g.n - j0), epilogue);
+        },
+        kGemmParallelWork);
   }
 }
 

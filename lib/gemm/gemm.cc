@@ -18,6 +18,8 @@ void GemmKernel(const detail::GemmArgs& args) {
   GemmBlocked(args);
 }
 
+std::size_t GemmPanelCols() { return TileCols(); }
+
 }  // namespace HWY_NAMESPACE
 }  // namespace mha
 HWY_AFTER_NAMESPACE();
@@ -28,10 +30,14 @@ HWY_AFTER_NAMESPACE();
 
 namespace mha {
 HWY_EXPORT(GemmKernel);
+HWY_EXPORT(GemmPanelCols);
 
 namespace detail {
 void RunGemm(std::size_t target_index, const GemmArgs& args) {
   MHA_CALL_TARGET(target_index, GemmKernel)(args);
+}
+std::size_t PanelCols(std::size_t target_index) {
+  return MHA_CALL_TARGET(target_index, GemmPanelCols)();
 }
 }  // namespace detail
 

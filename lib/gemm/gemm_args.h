@@ -6,8 +6,19 @@
 
 namespace mha::detail {
 
+// B already in the kernel's panel format, as the layer keeps its weights:
+// column panels of `panel_cols` columns (zero-padded at the end), each all
+// k steps deep, panel_cols floats a step: element (p, j) at
+// data[(j / panel_cols * k + p) * panel_cols + j % panel_cols]. The panel
+// width is the target's TileCols(), so a packing serves one target.
+struct PackedB {
+  const float* data;
+  std::size_t k, n, panel_cols;
+};
+
 // C = alpha * op(A) * op(B) + beta * C (+ column_bias broadcast over rows).
-// Validated by the caller; sizes as in mha::sgemm.
+// Validated by the caller; sizes as in mha::sgemm. When packed_b is given,
+// it is B (b, ldb and trans_b are then unused).
 struct GemmArgs {
   std::size_t m, n, k;
   float alpha;
@@ -21,10 +32,15 @@ struct GemmArgs {
   float* c;
   std::size_t ldc;
   const float* column_bias = nullptr;  // optional [n], added once per element
+  const PackedB* packed_b = nullptr;
 };
 
 // Runs a validated GEMM on the target of a ChosenTargetIndex().
 void RunGemm(std::size_t target_index, const GemmArgs& args);
+
+// The panel width (columns of a micro-tile) of the target of an index: what
+// a PackedB for that target must have.
+std::size_t PanelCols(std::size_t target_index);
 
 }  // namespace mha::detail
 

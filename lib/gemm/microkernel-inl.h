@@ -1,8 +1,17 @@
-// The register-blocked micro-kernel: a kRows x kVecs-vector tile of A * B
+// The register-blocked micro-kernel: a kRows x 2-vector tile of A * B
 // accumulated in vector registers by rank-1 updates (kRows broadcasts of A
-// against kVecs vectors of B per step of the depth), and the store of a tile.
-// A is read by broadcasts, so it may lie in memory two ways (PanelA, RowsA);
-// B is read by vectors: b + p * b_stride holds the kVecs vectors of step p.
+// against 2 vectors of B per step of the depth), handed row by row to an
+// epilogue that stores it.
+//
+// The accumulators are named variables (c0a, c0b, c1a, ...), not an array:
+// on targets whose vectors are sizeless (Arm SVE) vectors cannot be array
+// elements or struct members. Rows past kRows are never touched, so the
+// compiler drops them.
+//
+// A is read by broadcasts and may lie in memory two ways (StepsA: the rows of
+// one step contiguous, as in a packed panel or a transposed matrix; RowsA:
+// rows in place, steps contiguous). B is read by vectors: b + p * b_stride
+// holds the 2 vectors of step p (a packed panel, or B's own rows in place).
 
 #if defined(MHA_LIB_GEMM_MICROKERNEL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_LIB_GEMM_MICROKERNEL_INL_H_
@@ -12,95 +21,110 @@
 #endif
 
 #include <cstddef>
+#include <type_traits>
 
 #include "hwy/highway.h"
-#include "lib/gemm/blocking-inl.h"
+#include "lib/gemm/tile_shape-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
-template <std::size_t kRows, std::size_t kVecs>
-struct Tile {
-  static constexpr std::size_t kRowCount = kRows, kVecCount = kVecs;
-  FloatVec v[kRows][kVecs];
-};
-
-// A where the kRows values of one step are contiguous and steps are
-// `step_stride` apart: element (r, p) at base[p * step_stride + r], as in a
-// packed A panel (step_stride == kRows).
-struct PanelA {
+// A whose kRows values of one step are contiguous and steps are
+// `step_stride` apart: element (r, p) at base[p * step_stride + r]. A packed
+// panel (step_stride == kTileRows) or a transposed matrix read in place.
+// Each kind also gives the same A from row `first` on (Rows), for tiles
+// that cover part of a sliver.
+struct StepsA {
   const float* base;
   std::size_t step_stride;
   const float* Step(std::size_t p) const { return base + p * step_stride; }
   float At(const float* step, std::size_t r) const { return step[r]; }
+  StepsA Rows(std::size_t first) const { return {base + first, step_stride}; }
 };
 
-// A given as kRows row pointers: element (r, p) at rows[r][p] (query or
-// score rows read in place, whatever their layout).
-template <std::size_t kRows>
+// A read in place by rows: element (r, p) at base[r * row_stride + p].
 struct RowsA {
-  const float* rows[kRows];
+  const float* base;
+  std::size_t row_stride;
+  const float* Step(std::size_t p) const { return base + p; }
+  float At(const float* step, std::size_t r) const {
+    return step[r * row_stride];
+  }
+  RowsA Rows(std::size_t first) const {
+    return {base + first * row_stride, row_stride};
+  }
+};
+
+// A given as row pointers, rows anywhere: element (r, p) at rows[r][p].
+struct PointersA {
+  const float* const* rows;
   std::size_t Step(std::size_t p) const { return p; }
   float At(std::size_t p, std::size_t r) const { return rows[r][p]; }
+  PointersA Rows(std::size_t first) const { return {rows + first}; }
 };
 
+// Lists the tile's row indices for the macros below.
+#define MHA_TILE_ROWS(X) \
+  X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
+static_assert(kTileRows <= 12, "MHA_TILE_ROWS names 12 rows");
+
 // tile = sum over p < depth of A(r, p) * B(p, :), in order of p with one FMA
-// per step, so the result never depends on how work is split.
-template <class TileT, class AOperand>
+// per step, so the result never depends on how work is split; then
+// epilogue(r, first vector, second vector) for each row r < kRows.
+template <std::size_t kRows, class AOperand, class Epilogue>
 HWY_INLINE void MultiplyTile(std::size_t depth, const AOperand& a,
                              const float* HWY_RESTRICT b, std::size_t b_stride,
-                             TileT& tile) {
-  constexpr std::size_t kRows = TileT::kRowCount, kVecs = TileT::kVecCount;
+                             Epilogue&& epilogue) {
+  static_assert(kRows >= 1 && kRows <= kTileRows, "tile rows");
   const FloatTag d;
   const std::size_t lanes = hn::Lanes(d);
-  for (std::size_t r = 0; r < kRows; ++r) {
-    for (std::size_t v = 0; v < kVecs; ++v) tile.v[r][v] = hn::Zero(d);
-  }
+#define MHA_DECLARE_ROW(r) \
+  [[maybe_unused]] FloatVec c##r##a = hn::Zero(d), c##r##b = hn::Zero(d);
+  MHA_TILE_ROWS(MHA_DECLARE_ROW)
+#undef MHA_DECLARE_ROW
+  // Unrolled so that the loop's own instructions do not compete with the
+  // 2 loads, kRows broadcasts and 2 kRows FMAs of a step.
+#pragma GCC unroll 4
   for (std::size_t p = 0; p < depth; ++p) {
-    FloatVec b_vecs[kVecs];
-    for (std::size_t v = 0; v < kVecs; ++v) {
-      b_vecs[v] = hn::LoadU(d, b + p * b_stride + v * lanes);
-    }
+    const float* HWY_RESTRICT b_step = b + p * b_stride;
+    const FloatVec b0 = hn::LoadU(d, b_step);
+    const FloatVec b1 = hn::LoadU(d, b_step + lanes);
     const auto step = a.Step(p);
-    for (std::size_t r = 0; r < kRows; ++r) {
-      const FloatVec a_r = hn::Set(d, a.At(step, r));
-      for (std::size_t v = 0; v < kVecs; ++v) {
-        tile.v[r][v] = hn::MulAdd(a_r, b_vecs[v], tile.v[r][v]);
-      }
-    }
+#define MHA_UPDATE_ROW(r)                           \
+  if constexpr (r < kRows) {                        \
+    const FloatVec a_r = hn::Set(d, a.At(step, r)); \
+    c##r##a = hn::MulAdd(a_r, b0, c##r##a);         \
+    c##r##b = hn::MulAdd(a_r, b1, c##r##b);         \
   }
-}
-
-// Calls f(vector, address) for every vector of the tile, placed in rows of
-// `ld` floats from `out`.
-template <class TileT, class F>
-HWY_INLINE void ForEachTileVector(const TileT& tile, float* HWY_RESTRICT out,
-                                  std::size_t ld, F&& f) {
-  const std::size_t lanes = hn::Lanes(FloatTag());
-  for (std::size_t r = 0; r < TileT::kRowCount; ++r) {
-    for (std::size_t v = 0; v < TileT::kVecCount; ++v) {
-      f(tile.v[r][v], out + r * ld + v * lanes);
-    }
+    MHA_TILE_ROWS(MHA_UPDATE_ROW)
+#undef MHA_UPDATE_ROW
   }
+#define MHA_FINISH_ROW(r) \
+  if constexpr (r < kRows) epilogue(std::size_t{r}, c##r##a, c##r##b);
+  MHA_TILE_ROWS(MHA_FINISH_ROW)
+#undef MHA_FINISH_ROW
 }
 
-template <class TileT>
-HWY_INLINE void StoreTile(const TileT& tile, float* HWY_RESTRICT out,
-                          std::size_t ld) {
-  const FloatTag d;
-  ForEachTileVector(tile, out, ld,
-                    [d](FloatVec v, float* at) { hn::StoreU(v, d, at); });
-}
-
-template <class TileT>
-HWY_INLINE void AddTile(const TileT& tile, float* HWY_RESTRICT out,
-                        std::size_t ld) {
-  const FloatTag d;
-  ForEachTileVector(tile, out, ld, [d](FloatVec v, float* at) {
-    hn::StoreU(hn::Add(hn::LoadU(d, at), v), d, at);
-  });
+// Covers rows [0, rows) with tiles of exact heights from a short list
+// (kTileRows, 8, 4, 2, 1: five kernels, not one per height), calling
+// f(std::integral_constant<size_t, R>(), first_row) for each, largest first.
+// Exact heights never read A past its last row, and a ragged panel of 10 rows
+// costs an 8-row and a 2-row tile rather than a full one.
+template <class F>
+HWY_INLINE void ForTilePieces(std::size_t rows, F&& f) {
+  std::size_t first = 0;
+  auto pieces_of = [&](auto height) {
+    for (; rows - first >= height(); first += height()) f(height, first);
+  };
+  pieces_of(std::integral_constant<std::size_t, kTileRows>());
+  if constexpr (kTileRows > 8)
+    pieces_of(std::integral_constant<std::size_t, 8>());
+  if constexpr (kTileRows > 4)
+    pieces_of(std::integral_constant<std::size_t, 4>());
+  pieces_of(std::integral_constant<std::size_t, 2>());
+  pieces_of(std::integral_constant<std::size_t, 1>());
 }
 
 }  // namespace HWY_NAMESPACE

@@ -7,24 +7,21 @@
 #include <cstring>
 #include <utility>
 
-#include "hwy/aligned_allocator.h"
 #include "lib/attention/attention_args.h"
+#include "lib/common/buffer_pool.h"
 #include "lib/common/check.h"
 #include "lib/dispatch/dispatch.h"
 #include "lib/gemm/gemm_args.h"
 #include "lib/layer/config.h"
+#include "lib/layer/layer_weights.h"
 #include "mha/layer.h"
 
 namespace mha {
 namespace {
 
-// Scratch for projections, written whole by the GEMMs before it is read:
-// no zero-filling of megabytes on every call.
-using Buffer = hwy::AlignedFreeUniquePtr<float[]>;
-Buffer Uninitialized(std::size_t count) {
-  // Highway refuses empty allocations (kv_len == 0 projects no keys).
-  return count == 0 ? Buffer() : hwy::AllocateAligned<float>(count);
-}
+using detail::PackedB;
+using detail::PackedProjections;
+using detail::PooledBuffer;
 
 // A row-major matrix of projections: row t of sequence b at data + (b *
 // rows_per_batch + t) * ld.
@@ -39,25 +36,23 @@ struct Projected {
   }
 };
 
-// out[rows, cols] (row stride ldo) = x[rows, in] * w[:, col0 : col0 + cols]
-// + bias[col0 : col0 + cols], w being row-major with row stride ldw.
+// out[rows, w.n] (row stride ldo) = x[rows, w.k] * w + bias, w pre-packed.
 void Project(std::size_t target, const float* x, std::size_t rows,
-             std::size_t in, const float* w, std::size_t ldw, const float* bias,
-             std::size_t cols, float* out, std::size_t ldo) {
-  detail::RunGemm(target, {rows, cols, in, 1.0f, x, in, false, w, ldw, false,
-                           0.0f, out, ldo, bias});
+             const PackedB& w, const float* bias, float* out, std::size_t ldo) {
+  detail::RunGemm(target, {rows, w.n, w.k, 1.0f, x, w.k, false, nullptr, 0,
+                           false, 0.0f, out, ldo, bias, &w});
 }
 
 // The second half of a forward pass: attention of the projected heads into
 // a context buffer, then the output projection into `output`.
 void AttendAndProject(std::size_t target, const MultiHeadAttentionConfig& c,
-                      const float* w_o, const float* b_o, std::size_t batch,
+                      const PackedProjections& w, std::size_t batch,
                       std::size_t q_len, std::size_t kv_len, const Projected& q,
                       const Projected& k, const Projected& v,
                       const AttentionMask& mask, float* weights,
                       float* output) {
   const std::size_t d = c.d_model, hd = detail::HeadDim(c);
-  Buffer context = Uninitialized(batch * q_len * d);
+  const PooledBuffer context(batch * q_len * d);
   const Projected ctx{context.get(), d, q_len};
   detail::RunAttention(target,
                        {{batch, c.num_heads, c.num_kv_heads, q_len, kv_len, hd},
@@ -72,7 +67,7 @@ void AttendAndProject(std::size_t target, const MultiHeadAttentionConfig& c,
                         mask,
                         1.0f / std::sqrt(static_cast<float>(hd)),
                         weights});
-  Project(target, context.get(), batch * q_len, d, w_o, d, b_o, d, output, d);
+  Project(target, context.get(), batch * q_len, w.O(), w.OBias(), output, d);
 }
 
 // Throws if a size product of forward's arguments or buffers overflows, or
@@ -94,8 +89,10 @@ void CheckForwardSizesAndAliasing(const MultiHeadAttentionConfig& c,
   const detail::Span output_span{output, query_span.count};
   const detail::Span key_span{key, key_size.Product(kv_rows, d)};
   const detail::Span value_span{value, key_span.count};
+  // The projections' rows are padded to whole panels: at most 3 x 128
+  // floats (2048-bit SVE) beyond Q|K|V.
   detail::SizeCheck(kWhere, "the projections")
-      .Product(std::max(q_rows, kv_rows), detail::QkvWidth(c));
+      .Product(std::max(q_rows, kv_rows), detail::QkvWidth(c) + 3 * 128);
   const detail::Span bias_span{
       mask.bias,
       mask.bias ? detail::SizeCheck(kWhere, "mask.bias").Product(q_len, kv_len)
@@ -137,51 +134,40 @@ void MultiHeadAttention::forward(const float* query, const float* key,
   CheckForwardSizesAndAliasing(config_, query, key, value, batch, q_len, kv_len,
                                output, mask, attention_weights);
   const std::size_t target = detail::ChosenTargetIndex();
+  const PackedProjections& w = weights_->For(target, detail::PanelCols(target));
 
-  const std::size_t d = config_.d_model, kv = detail::KvDim(config_);
-  const std::size_t wide = detail::QkvWidth(config_);
-  const float* bias = config_.bias ? b_qkv_.data() : nullptr;
-  auto column_bias = [bias](std::size_t col0) {
-    return bias ? bias + col0 : nullptr;
-  };
   const std::size_t q_rows = batch * q_len, kv_rows = batch * kv_len;
-
-  Buffer q_proj, kv_proj, v_proj;
-  Projected q{}, k{}, v{};
+  const std::size_t kv_width = w.kv_width;
   if (query == key && key == value && q_len == kv_len) {
     // Self-attention: Q, K and V in one GEMM against the fused weights.
-    q_proj = Uninitialized(q_rows * wide);
-    Project(target, query, q_rows, d, w_qkv_.data(), wide, bias, wide,
-            q_proj.get(), wide);
-    q = {q_proj.get(), wide, q_len};
-    k = {q_proj.get() + d, wide, kv_len};
-    v = {q_proj.get() + d + kv, wide, kv_len};
-  } else {
-    q_proj = Uninitialized(q_rows * d);
-    Project(target, query, q_rows, d, w_qkv_.data(), wide, bias, d,
-            q_proj.get(), d);
-    q = {q_proj.get(), d, q_len};
-    if (key == value) {  // K and V in one GEMM
-      kv_proj = Uninitialized(kv_rows * 2 * kv);
-      Project(target, key, kv_rows, d, w_qkv_.data() + d, wide, column_bias(d),
-              2 * kv, kv_proj.get(), 2 * kv);
-      k = {kv_proj.get(), 2 * kv, kv_len};
-      v = {kv_proj.get() + kv, 2 * kv, kv_len};
-    } else {
-      kv_proj = Uninitialized(kv_rows * kv);
-      v_proj = Uninitialized(kv_rows * kv);
-      Project(target, key, kv_rows, d, w_qkv_.data() + d, wide, column_bias(d),
-              kv, kv_proj.get(), kv);
-      Project(target, value, kv_rows, d, w_qkv_.data() + d + kv, wide,
-              column_bias(d + kv), kv, v_proj.get(), kv);
-      k = {kv_proj.get(), kv, kv_len};
-      v = {v_proj.get(), kv, kv_len};
-    }
+    const std::size_t wide = w.qkv_width();
+    const PooledBuffer qkv(q_rows * wide);
+    Project(target, query, q_rows, w.QkvColumns(0, wide), w.QkvBias(0),
+            qkv.get(), wide);
+    const Projected q{qkv.get(), wide, q_len};
+    const Projected k{qkv.get() + w.k_column(), wide, kv_len};
+    const Projected v{qkv.get() + w.v_column(), wide, kv_len};
+    return AttendAndProject(target, config_, w, batch, q_len, kv_len, q, k, v,
+                            mask, attention_weights, output);
   }
-
-  AttendAndProject(target, config_, w_o_.data(),
-                   config_.bias ? b_o_.data() : nullptr, batch, q_len, kv_len,
-                   q, k, v, mask, attention_weights, output);
+  const PooledBuffer q_proj(q_rows * w.q_width);
+  Project(target, query, q_rows, w.QkvColumns(0, w.q_width), w.QkvBias(0),
+          q_proj.get(), w.q_width);
+  const Projected q{q_proj.get(), w.q_width, q_len};
+  const PooledBuffer kv_proj(kv_rows * 2 * kv_width);
+  Projected k{kv_proj.get(), 2 * kv_width, kv_len};
+  Projected v{kv_proj.get() + kv_width, 2 * kv_width, kv_len};
+  if (key == value) {  // K and V in one GEMM
+    Project(target, key, kv_rows, w.QkvColumns(w.k_column(), 2 * kv_width),
+            w.QkvBias(w.k_column()), kv_proj.get(), 2 * kv_width);
+  } else {
+    Project(target, key, kv_rows, w.QkvColumns(w.k_column(), kv_width),
+            w.QkvBias(w.k_column()), kv_proj.get(), 2 * kv_width);
+    Project(target, value, kv_rows, w.QkvColumns(w.v_column(), kv_width),
+            w.QkvBias(w.v_column()), kv_proj.get() + kv_width, 2 * kv_width);
+  }
+  AttendAndProject(target, config_, w, batch, q_len, kv_len, q, k, v, mask,
+                   attention_weights, output);
 }
 
 void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
@@ -213,22 +199,23 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
   const std::size_t rows = size.Product(batch, new_len);
   const std::size_t count = size.Product(rows, config_.d_model);
   detail::SizeCheck(kWhere, "the projections")
-      .Product(rows, detail::QkvWidth(config_));
+      .Product(rows, detail::QkvWidth(config_) + 3 * 128);
   detail::CheckDisjoint(kWhere, "output", {output, count}, "x", {x, count});
   const std::size_t target = detail::ChosenTargetIndex();
+  const PackedProjections& w = weights_->For(target, detail::PanelCols(target));
 
-  const std::size_t d = config_.d_model, kv = detail::KvDim(config_);
-  const std::size_t wide = detail::QkvWidth(config_);
+  const std::size_t kv = detail::KvDim(config_), wide = w.qkv_width();
   const std::size_t past = cache.length_;
-  Buffer qkv = Uninitialized(rows * wide);
-  Project(target, x, rows, d, w_qkv_.data(), wide,
-          config_.bias ? b_qkv_.data() : nullptr, wide, qkv.get(), wide);
+  const PooledBuffer qkv(rows * wide);
+  Project(target, x, rows, w.QkvColumns(0, wide), w.QkvBias(0), qkv.get(),
+          wide);
   for (std::size_t b = 0; b < batch; ++b) {
     for (std::size_t t = 0; t < new_len; ++t) {
       const float* row = qkv.get() + (b * new_len + t) * wide;
       const std::size_t slot = (b * cache.capacity_ + past + t) * kv;
-      std::memcpy(cache.keys_.data() + slot, row + d, kv * sizeof(float));
-      std::memcpy(cache.values_.data() + slot, row + d + kv,
+      std::memcpy(cache.keys_.data() + slot, row + w.k_column(),
+                  kv * sizeof(float));
+      std::memcpy(cache.values_.data() + slot, row + w.v_column(),
                   kv * sizeof(float));
     }
   }
@@ -239,9 +226,8 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
   const Projected values{cache.values_.data(), kv, cache.capacity_};
   AttentionMask causal;
   causal.causal = true;
-  AttendAndProject(target, config_, w_o_.data(),
-                   config_.bias ? b_o_.data() : nullptr, batch, new_len,
-                   cache.length_, q, keys, values, causal, nullptr, output);
+  AttendAndProject(target, config_, w, batch, new_len, cache.length_, q, keys,
+                   values, causal, nullptr, output);
 }
 
 }  // namespace mha

@@ -3,30 +3,21 @@
 
 #include <cmath>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <vector>
 
 #include "lib/common/check.h"
+#include "lib/dispatch/dispatch.h"
+#include "lib/gemm/gemm_args.h"
 #include "lib/layer/config.h"
+#include "lib/layer/layer_weights.h"
 #include "mha/layer.h"
 
 namespace mha {
 namespace {
 
 constexpr const char* kWhere = "mha::MultiHeadAttention";
-
-// Copies an `in` x `out` weight given in `layout` into columns [col0, col0 +
-// out) of a row-major [in, ld] matrix, as [in, out].
-void PlaceWeight(const float* w, WeightLayout layout, std::size_t in,
-                 std::size_t out, float* dst, std::size_t ld,
-                 std::size_t col0) {
-  for (std::size_t i = 0; i < in; ++i) {
-    for (std::size_t o = 0; o < out; ++o) {
-      dst[i * ld + col0 + o] =
-          layout == WeightLayout::InOut ? w[i * out + o] : w[o * in + i];
-    }
-  }
-}
 
 // Standard normal numbers from a generator whose sequence the C++ standard
 // fixes, by Box-Muller, so a seed gives the same weights everywhere.
@@ -58,11 +49,16 @@ class Normal {
 }  // namespace
 
 MultiHeadAttention::MultiHeadAttention(const MultiHeadAttentionConfig& config)
-    : config_(detail::ResolveConfig(kWhere, config)),
-      w_qkv_(config_.d_model * detail::QkvWidth(config_)),
-      b_qkv_(config_.bias ? detail::QkvWidth(config_) : 0),
-      w_o_(config_.d_model * config_.d_model),
-      b_o_(config_.bias ? config_.d_model : 0) {}
+    : config_(detail::ResolveConfig(kWhere, config)) {
+  const std::size_t d = config_.d_model;
+  const std::vector<float> zeros(d * d);
+  MultiHeadAttentionWeights weights{zeros.data(), zeros.data(), zeros.data(),
+                                    zeros.data()};
+  if (config_.bias) {
+    weights.b_q = weights.b_k = weights.b_v = weights.b_o = zeros.data();
+  }
+  set_weights(weights);
+}
 
 MultiHeadAttention::MultiHeadAttention(std::size_t d_model,
                                        std::size_t num_heads)
@@ -94,18 +90,9 @@ void MultiHeadAttention::set_weights(const MultiHeadAttentionWeights& w) {
                    " must be null when config.bias is false");
     }
   }
-  const std::size_t d = config_.d_model, kv = detail::KvDim(config_);
-  const std::size_t wide = detail::QkvWidth(config_);
-  PlaceWeight(w.w_q, w.layout, d, d, w_qkv_.data(), wide, 0);
-  PlaceWeight(w.w_k, w.layout, d, kv, w_qkv_.data(), wide, d);
-  PlaceWeight(w.w_v, w.layout, d, kv, w_qkv_.data(), wide, d + kv);
-  PlaceWeight(w.w_o, w.layout, d, d, w_o_.data(), d, 0);
-  if (config_.bias) {
-    std::copy(w.b_q, w.b_q + d, b_qkv_.begin());
-    std::copy(w.b_k, w.b_k + kv, b_qkv_.begin() + d);
-    std::copy(w.b_v, w.b_v + kv, b_qkv_.begin() + d + kv);
-    std::copy(w.b_o, w.b_o + d, b_o_.begin());
-  }
+  const std::size_t target = detail::PreferredTargetIndex();
+  weights_ = std::make_shared<const detail::LayerWeights>(
+      config_, w, target, detail::PanelCols(target));
 }
 
 void MultiHeadAttention::init_random(std::uint64_t seed) {

@@ -1,0 +1,92 @@
+#include "lib/common/cache_sizes.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <string>
+
+namespace mha::detail {
+namespace {
+
+// "48K" or "1024K" or "32M" -> bytes; 0 if unreadable.
+std::size_t ParseSize(const std::string& text) {
+  std::size_t value = 0, i = 0;
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+    value = value * 10 + static_cast<std::size_t>(text[i++] - '0');
+  }
+  if (i < text.size() && text[i] == 'K') value <<= 10;
+  if (i < text.size() && text[i] == 'M') value <<= 20;
+  return value;
+}
+
+std::string ReadLine(const std::string& path) {
+  std::ifstream file(path);
+  std::string line;
+  std::getline(file, line);
+  return line;
+}
+
+// CPUs named by a shared_cpu_list such as "0-1" or "0,2,4".
+std::size_t CountCpus(const std::string& list) {
+  std::size_t count = 0, start = 0;
+  while (start < list.size()) {
+    const std::size_t comma = std::min(list.find(',', start), list.size());
+    const std::string range = list.substr(start, comma - start);
+    const std::size_t dash = range.find('-');
+    if (dash == std::string::npos) {
+      count += 1;
+    } else {
+      count += std::stoul(range.substr(dash + 1)) - std::stoul(range) + 1;
+    }
+    start = comma + 1;
+  }
+  return std::max<std::size_t>(count, 1);
+}
+
+CacheSizes FromSysfs() {
+  CacheSizes sizes{0, 0, 0};
+  for (int index = 0; index < 8; ++index) {
+    const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" +
+                            std::to_string(index) + "/";
+    const std::string level = ReadLine(dir + "level");
+    if (level.empty()) break;
+    const std::string type = ReadLine(dir + "type");
+    const std::size_t size = ParseSize(ReadLine(dir + "size"));
+    if (level == "1" && type == "Data") sizes.l1d = size;
+    if (level == "2" && type != "Instruction") sizes.l2 = size;
+    if (level == "3" && type != "Instruction") {
+      sizes.l3_per_core = size / CountCpus(ReadLine(dir + "shared_cpu_list"));
+    }
+  }
+  return sizes;
+}
+
+std::size_t Sysconf(int name) {
+  const long value = sysconf(name);
+  return value > 0 ? static_cast<std::size_t>(value) : 0;
+}
+
+CacheSizes Detect() {
+  CacheSizes sizes = FromSysfs();
+#ifdef _SC_LEVEL1_DCACHE_SIZE
+  if (sizes.l1d == 0) sizes.l1d = Sysconf(_SC_LEVEL1_DCACHE_SIZE);
+  if (sizes.l2 == 0) sizes.l2 = Sysconf(_SC_LEVEL2_CACHE_SIZE);
+#endif
+  // Implausible or missing sizes (some VMs and emulators report none): take
+  // those of a typical current core.
+  if (sizes.l1d < (16u << 10) || sizes.l1d > (1u << 20)) sizes.l1d = 48u << 10;
+  if (sizes.l2 < (256u << 10) || sizes.l2 > (64u << 20)) sizes.l2 = 1u << 20;
+  if (sizes.l3_per_core > (256u << 20)) sizes.l3_per_core = 2u << 20;
+  return sizes;
+}
+
+}  // namespace
+
+const CacheSizes& MachineCaches() {
+  static const CacheSizes sizes = Detect();
+  return sizes;
+}
+
+}  // namespace mha::detail

@@ -1,0 +1,24 @@
+// The data cache sizes of the machine, read once at run time, from which the
+// kernels size their blocks (never from constants that fit one CPU).
+#ifndef MHA_LIB_COMMON_CACHE_SIZES_H_
+#define MHA_LIB_COMMON_CACHE_SIZES_H_
+
+#include <cstddef>
+
+namespace mha::detail {
+
+struct CacheSizes {
+  std::size_t l1d;          // bytes of L1 data cache per core
+  std::size_t l2;           // bytes of L2 per core
+  std::size_t l3_per_core;  // bytes of the last level, divided by the cores
+                            // that share it (0 when there is none)
+};
+
+// From /sys/devices/system/cpu/cpu0/cache (Linux, x86 and Arm), else from
+// sysconf, else typical sizes (48 KiB, 1 MiB, 2 MiB). Sizes a VM reports
+// that are not plausible (an L2 below 256 KiB, say) fall back likewise.
+const CacheSizes& MachineCaches();
+
+}  // namespace mha::detail
+
+#endif  // MHA_LIB_COMMON_CACHE_SIZES_H_

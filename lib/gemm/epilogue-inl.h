@@ -1,0 +1,88 @@
+// The GEMM's one epilogue: how a finished tile row combines with C.
+//   first kc slice:  C = alpha * acc + beta * C + bias  (C not read if beta 0)
+//   later slices:    C = C + alpha * acc
+// Ragged columns (a tile wider than what is left of C) go through a buffer,
+// so that no store touches C past its last column: another task may own it.
+
+#if defined(MHA_LIB_GEMM_EPILOGUE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MHA_LIB_GEMM_EPILOGUE_INL_H_
+#undef MHA_LIB_GEMM_EPILOGUE_INL_H_
+#else
+#define MHA_LIB_GEMM_EPILOGUE_INL_H_
+#endif
+
+#include <cstddef>
+#include <cstring>
+
+#include "hwy/highway.h"
+#include "lib/gemm/tile_shape-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+struct GemmEpilogue {
+  float alpha, beta;
+  bool read_c;               // false when beta == 0 on the first slice
+  const float* column_bias;  // at C's first column, or null
+
+  // The epilogue of every slice after the first.
+  GemmEpilogue Accumulating() const { return {alpha, 1.0f, true, nullptr}; }
+};
+
+// Stores tile rows into C at (row0, col0), `cols` (<= TileCols()) valid.
+class TileStore {
+ public:
+  TileStore(const GemmEpilogue& e, float* c, std::size_t ldc, std::size_t col0,
+            std::size_t cols)
+      : e_(e),
+        c_(c + col0),
+        ldc_(ldc),
+        cols_(cols),
+        bias_(e.column_bias ? e.column_bias + col0 : nullptr) {}
+
+  void operator()(std::size_t r, FloatVec v0, FloatVec v1) const {
+    const FloatTag d;
+    const std::size_t lanes = hn::Lanes(d);
+    float* row = c_ + r * ldc_;
+    if (cols_ == 2 * lanes) {
+      hn::StoreU(Combine(v0, row, 0), d, row);
+      hn::StoreU(Combine(v1, row + lanes, lanes), d, row + lanes);
+      return;
+    }
+    HWY_ALIGN float buffer[2 * hn::MaxLanes(FloatTag())];
+    std::memcpy(buffer, row, cols_ * sizeof(float));
+    hn::Store(Combine(v0, buffer, 0), d, buffer);
+    hn::Store(Combine(v1, buffer + lanes, lanes), d, buffer + lanes);
+    std::memcpy(row, buffer, cols_ * sizeof(float));
+  }
+
+ private:
+  // alpha * acc (+ beta * the current values at `at`) (+ bias from column j).
+  FloatVec Combine(FloatVec acc, const float* at, std::size_t j) const {
+    const FloatTag d;
+    FloatVec x = hn::Mul(hn::Set(d, e_.alpha), acc);
+    if (e_.read_c) x = hn::MulAdd(hn::Set(d, e_.beta), hn::LoadU(d, at), x);
+    if (bias_) x = hn::Add(x, LoadBias(j));
+    return x;
+  }
+  FloatVec LoadBias(std::size_t j) const {
+    const FloatTag d;
+    if (j + hn::Lanes(d) <= cols_) return hn::LoadU(d, bias_ + j);
+    HWY_ALIGN float lanes[hn::MaxLanes(FloatTag())] = {};
+    if (j < cols_) std::memcpy(lanes, bias_ + j, (cols_ - j) * sizeof(float));
+    return hn::Load(d, lanes);
+  }
+
+  GemmEpilogue e_;
+  float* c_;
+  std::size_t ldc_, cols_;
+  const float* bias_;
+};
+
+}  // namespace HWY_NAMESPACE
+}  // namespace mha
+HWY_AFTER_NAMESPACE();
+
+#endif  // MHA_LIB_GEMM_EPILOGUE_INL_H_

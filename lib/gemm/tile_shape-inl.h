@@ -1,0 +1,54 @@
+// The shape of the register tile for the current Highway target.
+//
+// The micro-kernel keeps a kTileRows x kTileVecs-vector tile of C in vector
+// registers and does rank-1 updates: kTileRows broadcasts of A against
+// kTileVecs vectors of B per step of k. Independent accumulators must cover
+// FMA latency x FMA pipes (4 x 2 = 8 on current x86 and Arm cores) and, with
+// the B vectors and a broadcast, fit the register file.
+
+#if defined(MHA_LIB_GEMM_TILE_SHAPE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MHA_LIB_GEMM_TILE_SHAPE_INL_H_
+#undef MHA_LIB_GEMM_TILE_SHAPE_INL_H_
+#else
+#define MHA_LIB_GEMM_TILE_SHAPE_INL_H_
+#endif
+
+#include <cstddef>
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+using FloatTag = hn::ScalableTag<float>;
+using FloatVec = hn::Vec<FloatTag>;
+
+#if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
+// Vectors are emulated: there is no register file to fill.
+constexpr std::size_t kTileRows = 4;
+#elif HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
+// 16 ymm/xmm registers: 6 x 2 accumulators + 2 B vectors + 1 broadcast.
+constexpr std::size_t kTileRows = 6;
+#else
+// 32 registers (AVX-512, NEON, SVE): 12 x 2 accumulators + 2 B vectors + 1
+// broadcast. (12 x 2 loads 14 values per 24 FMAs; 6 x 4 would load 10, but
+// its 4-vector B panels are too wide for head_dim 64 on AVX-512.)
+constexpr std::size_t kTileRows = 12;
+#endif
+constexpr std::size_t kTileVecs = 2;
+
+inline std::size_t RoundUp(std::size_t x, std::size_t multiple) {
+  return (x + multiple - 1) / multiple * multiple;
+}
+
+// Columns of one micro-tile (the width of a B panel): known at run time
+// only on targets whose vectors are sizeless.
+inline std::size_t TileCols() { return kTileVecs * hn::Lanes(FloatTag()); }
+
+}  // namespace HWY_NAMESPACE
+}  // namespace mha
+HWY_AFTER_NAMESPACE();
+
+#endif  // MHA_LIB_GEMM_TILE_SHAPE_INL_H_
