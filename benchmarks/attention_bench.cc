@@ -12,15 +12,24 @@
 namespace mha_bench {
 namespace {
 
-// args: batch, heads, kv_heads, q_len, kv_len, head_dim, causal
+// args: batch, heads, kv_heads, q_len, kv_len, head_dim, causal, threads
 void Shapes(benchmark::internal::Benchmark* b) {
-  b->ArgNames({"b", "h", "kvh", "q", "kv", "d", "causal"});
-  b->Args({2, 8, 8, 10, 10, 64, 0});        // the seed's shape
-  b->Args({1, 25, 25, 1024, 1024, 64, 0});  // PyTorch flash-attention RFC shape
-  b->Args({1, 25, 25, 1024, 1024, 64, 1});
-  b->Args({4, 16, 16, 512, 512, 64, 1});  // batched causal prefill
-  b->Args({1, 32, 8, 1, 4096, 128, 0});   // GQA decode, long context
-  b->Args({8, 32, 32, 1, 2048, 128, 0});  // batched decode
+  b->ArgNames({"b", "h", "kvh", "q", "kv", "d", "causal", "t"});
+  const std::vector<std::vector<int64_t>> shapes = {
+      {2, 8, 8, 10, 10, 64, 0},        // the seed's shape
+      {1, 25, 25, 1024, 1024, 64, 0},  // PyTorch flash-attention RFC shape
+      {1, 25, 25, 1024, 1024, 64, 1},
+      {4, 16, 16, 512, 512, 64, 1},  // batched causal prefill
+      {1, 32, 8, 1, 4096, 128, 0},   // GQA decode, long context
+      {8, 32, 32, 1, 2048, 128, 0},  // batched decode
+  };
+  for (std::vector<int64_t> shape : shapes) {
+    for (int threads : ThreadCounts()) {
+      shape.push_back(threads);
+      b->Args(shape);
+      shape.pop_back();
+    }
+  }
 }
 
 struct Problem {
@@ -58,7 +67,9 @@ struct Problem {
 
 void BM_AttentionFused(benchmark::State& state) {
   Problem p(state);
-  for (auto _ : state) p.Run();
+  WithThreads(state.range(7), [&] {
+    for (auto _ : state) p.Run();
+  });
   Report(state, p.Flops(), p.Bytes());
 }
 BENCHMARK(BM_AttentionFused)->Apply(Shapes)->UseRealTime();
@@ -67,7 +78,9 @@ void BM_AttentionWithWeights(benchmark::State& state) {
   Problem p(state);
   std::vector<float> weights(p.shape.batch * p.shape.num_heads * p.shape.q_len *
                              p.shape.kv_len);
-  for (auto _ : state) p.Run(weights.data());
+  WithThreads(state.range(7), [&] {
+    for (auto _ : state) p.Run(weights.data());
+  });
   Report(state, p.Flops(), p.Bytes() + 4.0 * weights.size());
 }
 BENCHMARK(BM_AttentionWithWeights)->Apply(Shapes)->UseRealTime();
@@ -108,7 +121,9 @@ void BM_AttentionComposedMha(benchmark::State& state) {
                tb ? mha::Transpose::Yes : mha::Transpose::No, m, n, k, alpha, a,
                k, b, tb ? k : n, 0.0f, c, n);
   };
-  for (auto _ : state) RunComposed(p, scores, gemm);
+  WithThreads(state.range(7), [&] {
+    for (auto _ : state) RunComposed(p, scores, gemm);
+  });
   Report(state, p.Flops(), p.Bytes());
 }
 BENCHMARK(BM_AttentionComposedMha)->Apply(ComposedArgs)->UseRealTime();
@@ -117,7 +132,7 @@ BENCHMARK(BM_AttentionComposedMha)->Apply(ComposedArgs)->UseRealTime();
 void BM_AttentionComposedOpenBLAS(benchmark::State& state) {
   Problem p(state);
   if (p.mask.causal) return state.SkipWithError("composition is unmasked");
-  SetPeerThreads(1);  // heads run in parallel already
+
   std::vector<float> scores(p.shape.batch * p.shape.num_heads * p.shape.q_len *
                             p.shape.kv_len);
   auto gemm = [](bool, bool tb, std::size_t m, std::size_t n, std::size_t k,
@@ -125,8 +140,13 @@ void BM_AttentionComposedOpenBLAS(benchmark::State& state) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
                 n, k, alpha, a, k, b, tb ? k : n, 0.0f, c, n);
   };
-  for (auto _ : state) RunComposed(p, scores, gemm);
-  Report(state, p.Flops(), p.Bytes(), OpenBlasLabel() + " + mha::softmax");
+  WithThreads(state.range(7), [&] {
+    SetPeerThreads(1);  // heads run in parallel on oneTBB: OpenBLAS on one
+    for (auto _ : state) RunComposed(p, scores, gemm);
+  });
+  Report(state, p.Flops(), p.Bytes(),
+         OpenBlasLabel() + " per head, heads on oneTBB x" +
+             std::to_string(state.range(7)) + " + mha::softmax");
 }
 BENCHMARK(BM_AttentionComposedOpenBLAS)->Apply(ComposedArgs)->UseRealTime();
 #endif
@@ -141,18 +161,20 @@ void BM_AttentionComposedOneDNN(benchmark::State& state) {
   if (p.mask.causal || s.num_kv_heads != s.num_heads) {
     return state.SkipWithError("composition is unmasked, without GQA");
   }
-  SetPeerThreads(ThreadBudget());
+  SetPeerThreads(state.range(7));  // before the primitives are made
   const std::size_t heads = s.batch * s.num_heads;
   std::vector<float> scores(heads * s.q_len * s.kv_len);
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   OneDnnMatmul qk(heads, s.q_len, s.kv_len, s.head_dim, true, scale);
   OneDnnSoftmax softmax(heads * s.q_len, s.kv_len);
   OneDnnMatmul pv(heads, s.q_len, s.head_dim, s.kv_len, false);
-  for (auto _ : state) {
-    qk.Run(p.q.data(), p.k.data(), scores.data());
-    softmax.Run(scores.data());
-    pv.Run(scores.data(), p.v.data(), p.out.data());
-  }
+  WithThreads(state.range(7), [&] {
+    for (auto _ : state) {
+      qk.Run(p.q.data(), p.k.data(), scores.data());
+      softmax.Run(scores.data());
+      pv.Run(scores.data(), p.v.data(), p.out.data());
+    }
+  });
   Report(state, p.Flops(), p.Bytes(), OneDnnLabel());
 }
 BENCHMARK(BM_AttentionComposedOneDNN)->Apply(ComposedArgs)->UseRealTime();

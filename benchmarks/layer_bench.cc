@@ -26,17 +26,33 @@ void BM_Forward(benchmark::State& state) {
   layer.init_random(1);
   const auto x = RandomVector(batch * seq * c.d_model, 4);
   std::vector<float> out(x.size());
-  for (auto _ : state) {
-    layer.forward(x.data(), x.data(), x.data(), batch, seq, seq, out.data());
-    benchmark::DoNotOptimize(out.data());
-  }
+  WithThreads(state.range(5), [&] {
+    for (auto _ : state) {
+      layer.forward(x.data(), x.data(), x.data(), batch, seq, seq, out.data());
+      benchmark::DoNotOptimize(out.data());
+    }
+  });
   Report(state, LayerFlops(c, batch * seq, double(batch) * seq * seq));
 }
+// args: d_model, heads, kv_heads, batch, seq (or context), threads
+void LayerShapes(benchmark::internal::Benchmark* b,
+                 const std::vector<std::vector<int64_t>>& shapes) {
+  for (std::vector<int64_t> shape : shapes) {
+    for (int threads : ThreadCounts()) {
+      shape.push_back(threads);
+      b->Args(shape);
+      shape.pop_back();
+    }
+  }
+}
+
 BENCHMARK(BM_Forward)
-    ->ArgNames({"d", "h", "kvh", "b", "seq"})
-    ->Args({512, 8, 8, 2, 10})  // the seed documents' example
-    ->Args({1024, 16, 16, 1, 512})
-    ->Args({2048, 16, 4, 4, 256})
+    ->ArgNames({"d", "h", "kvh", "b", "seq", "t"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      LayerShapes(b, {{512, 8, 8, 2, 10},  // the seed documents' example
+                      {1024, 16, 16, 1, 512},
+                      {2048, 16, 4, 4, 256}});
+    })
     ->UseRealTime();
 
 // One token per sequence against a cache holding `context` tokens.
@@ -51,12 +67,14 @@ void BM_DecodeStep(benchmark::State& state) {
   layer.forward_cached(prompt.data(), batch, context, prefilled, out.data());
   const auto token = RandomVector(batch * c.d_model, 6);
   mha::KVCache cache = prefilled;
-  for (auto _ : state) {
-    state.PauseTiming();
-    cache = prefilled;
-    state.ResumeTiming();
-    layer.forward_cached(token.data(), batch, 1, cache, out.data());
-  }
+  WithThreads(state.range(5), [&] {
+    for (auto _ : state) {
+      state.PauseTiming();
+      cache = prefilled;
+      state.ResumeTiming();
+      layer.forward_cached(token.data(), batch, 1, cache, out.data());
+    }
+  });
   const double kv = c.num_kv_heads * (c.d_model / c.num_heads);
   const double weight_bytes = 4.0 * c.d_model * (2 * c.d_model + 2 * kv);
   const double cache_bytes = 4.0 * 2 * batch * (context + 1) * kv;
@@ -64,10 +82,12 @@ void BM_DecodeStep(benchmark::State& state) {
          weight_bytes + cache_bytes);
 }
 BENCHMARK(BM_DecodeStep)
-    ->ArgNames({"d", "h", "kvh", "b", "ctx"})
-    ->Args({1024, 16, 4, 1, 2048})
-    ->Args({4096, 32, 8, 1, 4096})
-    ->Args({2048, 16, 16, 8, 1024})
+    ->ArgNames({"d", "h", "kvh", "b", "ctx", "t"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      LayerShapes(b, {{1024, 16, 4, 1, 2048},
+                      {4096, 32, 8, 1, 4096},
+                      {2048, 16, 16, 8, 1024}});
+    })
     ->UseRealTime();
 
 }  // namespace

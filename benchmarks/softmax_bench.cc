@@ -7,19 +7,26 @@ namespace {
 void BM_Softmax(benchmark::State& state) {
   const std::size_t rows = state.range(0), cols = state.range(1);
   auto x = RandomVector(rows * cols, 3);
-  for (auto _ : state) {
-    mha::softmax(x.data(), cols, x.data(), cols, rows, cols);
-    benchmark::DoNotOptimize(x.data());
-  }
+  WithThreads(state.range(2), [&] {
+    for (auto _ : state) {
+      mha::softmax(x.data(), cols, x.data(), cols, rows, cols);
+      benchmark::DoNotOptimize(x.data());
+    }
+  });
   // max, exp-and-sum, scale: about 4 flops per element besides the exp
   Report(state, 4.0 * rows * cols, 8.0 * rows * cols);
 }
 BENCHMARK(BM_Softmax)
-    ->Args({1024, 10})
-    ->Args({1024, 1024})
-    ->Args({64, 32768})
-    ->Args({4096, 4096})
-    ->ArgNames({"rows", "cols"})
+    ->Apply([](benchmark::internal::Benchmark* b) {
+      const int shapes[][2] = {
+          {1024, 10}, {1024, 1024}, {64, 32768}, {4096, 4096}};
+      for (const auto& shape : shapes) {
+        for (int threads : ThreadCounts()) {
+          b->Args({shape[0], shape[1], threads});
+        }
+      }
+    })
+    ->ArgNames({"rows", "cols", "t"})
     ->UseRealTime();
 
 }  // namespace
