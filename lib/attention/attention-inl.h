@@ -92,7 +92,7 @@ inline void MergeRanges(const detail::AttentionArgs& args, const TaskGrid& grid,
     float sum = 0.0f;
     for (std::size_t k = 0; k < grid.key_ranges; ++k) {
       const float* state = states + k * range_stride + r * stride;
-      const float weight = std::exp(state[0] - max);
+      const float weight = std::exp2(state[0] - max);  // maxima in base 2
       sum += state[1] * weight;
       for (std::size_t c = 0; c < dim; ++c) out[c] += state[2 + c] * weight;
     }

@@ -18,6 +18,7 @@
 #include <cstddef>
 
 #include "hwy/highway.h"
+#include "lib/common/buffer_pool.h"
 #include "lib/common/parallel.h"
 #include "lib/common/scratch.h"
 #include "lib/gemm/epilogue-inl.h"
@@ -72,14 +73,38 @@ HWY_INLINE void GemvPanel(const detail::GemmArgs& g, const float* panel,
   }
 }
 
-// Rows [0, m) of C, columns [j0, j0 + width) from B in place: sums[i][j] =
-// sum_p A(i, p) B(p, j0 + j). width is a whole number of vectors.
-inline void GemvChunk(const detail::GemmArgs& g, std::size_t j0,
-                      std::size_t width, float* HWY_RESTRICT sums) {
+// sums[i][j] += sum over p in [p0, p1) of A(i, p) B(p, j0 + j), i < m, for
+// the `width` columns (whole vectors) of a chunk, B read in place. Four rows
+// of B per pass over the sums, so that loading and storing a sum serves four
+// multiply-adds; the order of the additions is fixed by the shape.
+inline void GemvRows(const detail::GemmArgs& g, std::size_t j0,
+                     std::size_t width, std::size_t p0, std::size_t p1,
+                     float* HWY_RESTRICT sums) {
   const FloatTag d;
   const std::size_t lanes = hn::Lanes(d);
-  std::fill(sums, sums + g.m * width, 0.0f);
-  for (std::size_t p = 0; p < g.k; ++p) {
+  std::size_t p = p0;
+  for (; p + 4 <= p1; p += 4) {
+    const float* HWY_RESTRICT b0 = g.b + p * g.ldb + j0;
+    const float* HWY_RESTRICT b1 = b0 + g.ldb;
+    const float* HWY_RESTRICT b2 = b1 + g.ldb;
+    const float* HWY_RESTRICT b3 = b2 + g.ldb;
+    for (std::size_t i = 0; i < g.m; ++i) {
+      const FloatVec a0 = hn::Set(d, ElementA(g, i, p));
+      const FloatVec a1 = hn::Set(d, ElementA(g, i, p + 1));
+      const FloatVec a2 = hn::Set(d, ElementA(g, i, p + 2));
+      const FloatVec a3 = hn::Set(d, ElementA(g, i, p + 3));
+      float* HWY_RESTRICT row = sums + i * width;
+      for (std::size_t j = 0; j < width; j += lanes) {
+        FloatVec sum = hn::Load(d, row + j);
+        sum = hn::MulAdd(a0, hn::LoadU(d, b0 + j), sum);
+        sum = hn::MulAdd(a1, hn::LoadU(d, b1 + j), sum);
+        sum = hn::MulAdd(a2, hn::LoadU(d, b2 + j), sum);
+        sum = hn::MulAdd(a3, hn::LoadU(d, b3 + j), sum);
+        hn::Store(sum, d, row + j);
+      }
+    }
+  }
+  for (; p < p1; ++p) {
     const float* HWY_RESTRICT b = g.b + p * g.ldb + j0;
     for (std::size_t i = 0; i < g.m; ++i) {
       const FloatVec a = hn::Set(d, ElementA(g, i, p));
@@ -135,23 +160,45 @@ inline void GemvPacked(const detail::GemmArgs& g) {
                       });
 }
 
+// B in place. Tasks own (column chunk, range of k): a chunk as wide as L1
+// keeps its sums (up to 2048 columns, 8 KiB rows of B read in a row, which
+// the prefetchers follow); k is split in fixed ranges only when there are
+// too few chunks to keep the cores busy, and the ranges' partial sums are
+// then added in range order, so the result depends on the shape alone.
 inline void Gemv(const detail::GemmArgs& g) {
   if (g.packed_b) return GemvPacked(g);
   const std::size_t lanes = hn::Lanes(FloatTag());
-  // Chunks of at least 256 columns (1 KiB rows of B), about 16 of them.
-  constexpr std::size_t kChunks = 16, kMinWidth = 256, kMaxWidth = 2048;
+  constexpr std::size_t kMaxWidth = 2048, kTasksWanted = 4, kMinRange = 256;
   const std::size_t full = g.n / lanes * lanes;  // the rest is a scalar tail
-  const std::size_t width = std::min(
-      kMaxWidth,
-      RoundUp(std::max(kMinWidth, (full + kChunks - 1) / kChunks), lanes));
-  const std::size_t chunks = (full + width - 1) / width;
-  detail::ForEachTask(chunks, double(g.m) * g.n * g.k, [&](std::size_t t) {
-    float* sums = detail::ThreadScratch(detail::ScratchSlot::kScores,
-                                        kGemvRows * kMaxWidth);
-    const std::size_t j0 = t * width, w = std::min(width, full - j0);
-    GemvChunk(g, j0, w, sums);
+  const std::size_t width = std::min(kMaxWidth, full);
+  const std::size_t chunks = width == 0 ? 0 : (full + width - 1) / width;
+  std::size_t ranges = 1;
+  if (chunks > 0 && chunks < kTasksWanted) {
+    ranges = std::min((kTasksWanted + chunks - 1) / chunks,
+                      std::max<std::size_t>(1, g.k / kMinRange));
+  }
+  const std::size_t range_k = (g.k + ranges - 1) / ranges;
+  const std::size_t stride = g.m * width;  // floats of one task's sums
+  detail::PooledBuffer partial(chunks * ranges * stride);
+  detail::ForEachTask(chunks * ranges, double(g.m) * g.n * g.k,
+                      [&](std::size_t t) {
+                        const std::size_t chunk = t / ranges, r = t % ranges;
+                        const std::size_t j0 = chunk * width;
+                        float* sums = partial.get() + t * stride;
+                        std::fill(sums, sums + stride, 0.0f);
+                        GemvRows(g, j0, std::min(width, full - j0), r * range_k,
+                                 std::min(g.k, (r + 1) * range_k), sums);
+                      });
+  for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
+    const std::size_t j0 = chunk * width, w = std::min(width, full - j0);
+    float* sums = partial.get() + chunk * ranges * stride;
+    // (A narrow last chunk's sums are rows of w.)
+    for (std::size_t r = 1; r < ranges; ++r) {
+      const float* more = sums + r * stride;
+      for (std::size_t i = 0; i < g.m * w; ++i) sums[i] += more[i];
+    }
     GemvStore(g, j0, w, sums);
-  });
+  }
   if (full == g.n) return;
   // Columns past the last whole vector, summed the same way, one by one.
   const std::size_t tail = g.n - full;

@@ -16,8 +16,8 @@
 #include <cstring>
 #include <limits>
 
-#include "hwy/contrib/math/math-inl.h"
 #include "hwy/highway.h"
+#include "lib/softmax/exp2-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
@@ -47,38 +47,6 @@ constexpr float kPosInf = std::numeric_limits<float>::infinity();
 constexpr float kNegInf = -kPosInf;
 constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
-// exp(x) for the shifted logits of a softmax: x <= 0 (or slightly above, from
-// rounding) or -inf. Highway's Exp, less what such inputs never need
-// (positive arguments, denormal results): results below 2^-126 (x < -87.3)
-// are exactly 0, which next to the row's largest term, exp(0) = 1, is below
-// float precision. Same reduction and polynomial, so about 1 ULP otherwise.
-inline RowVec ExpOfShifted(RowVec x) {
-  const RowTag d;
-  const hn::RebindToSigned<RowTag> di;
-  // Below this, exp is under 2^-126; clamping keeps every step finite (-inf
-  // included) and puts q >= -126, a normal power of two.
-  const RowVec kLowest = hn::Set(d, -87.3f);
-  const RowVec clamped = hn::Max(x, kLowest);
-  // x = q ln2 + r, |r| <= ln2 / 2; ln2 in two parts for an exact product.
-  const auto q =
-      hn::NearestInt(hn::Mul(clamped, hn::Set(d, 1.44269504088896341f)));
-  const RowVec qf = hn::ConvertTo(d, q);
-  RowVec r = hn::MulAdd(qf, hn::Set(d, -0.693145751953125f), clamped);
-  r = hn::MulAdd(qf, hn::Set(d, -1.428606765330187045e-6f), r);
-  // exp(r) - 1 - r = r^2 (1/2 + r/6 + ...): Highway's coefficients, Horner.
-  RowVec p = hn::Set(d, 0.000198527617612853646278381f);
-  p = hn::MulAdd(p, r, hn::Set(d, 0.00139304355252534151077271f));
-  p = hn::MulAdd(p, r, hn::Set(d, 0.00833336077630519866943359f));
-  p = hn::MulAdd(p, r, hn::Set(d, 0.0416664853692054748535156f));
-  p = hn::MulAdd(p, r, hn::Set(d, 0.166666671633720397949219f));
-  p = hn::MulAdd(p, r, hn::Set(d, 0.5f));
-  const RowVec exp_r =
-      hn::Add(hn::MulAdd(p, hn::Mul(r, r), r), hn::Set(d, 1.0f));
-  const RowVec two_q =
-      hn::BitCast(d, hn::ShiftLeft<23>(hn::Add(q, hn::Set(di, 127))));
-  return hn::IfThenElseZero(hn::Gt(x, kLowest), hn::Mul(exp_r, two_q));
-}
-
 // The largest lane, -inf included. (Highway 1.0.3's EMU128 MaxOfLanes starts
 // from -FLT_MAX, so a vector of -inf would report -FLT_MAX and a row that sees
 // nothing would not be recognized: reduce through memory instead.)
@@ -91,34 +59,36 @@ inline float MaxLane(RowVec v) {
   return max;
 }
 
-// max over c < n of scale * x[c]: -inf when n == 0 or every entry is -inf,
-// NaN when some entry is NaN. (Highway's Max returns either operand for NaN,
-// depending on the target, so NaN is tracked on the side: a row holding NaN
-// must never pass for one whose entries are all -inf, which sees nothing.)
-inline float ScaledRowMax(const float* HWY_RESTRICT x, std::size_t n,
-                          float scale) {
+// The entry x[c], c < n, with the largest scale * x[c] (the largest x for a
+// positive scale, the smallest for a negative one): -inf times the sign of
+// scale when n == 0 or every entry is that infinity, NaN when some entry is
+// NaN. (Highway's Max returns either operand for NaN, depending on the
+// target, so NaN is tracked on the side: a row holding NaN must never pass
+// for one whose entries are all -inf, which sees nothing.)
+inline float RowExtreme(const float* HWY_RESTRICT x, std::size_t n,
+                        float scale) {
   const RowTag d;
   const std::size_t lanes = hn::Lanes(d);
-  const RowVec s = hn::Set(d, scale);
+  const float sign = scale < 0.0f ? -1.0f : 1.0f;  // exact: no rounding
+  const RowVec s = hn::Set(d, sign);
   RowVec max = hn::Set(d, kNegInf);
   auto has_nan = hn::FirstN(d, 0);
   std::size_t c = 0;
   for (; c + lanes <= n; c += lanes) {
-    const RowVec scaled = hn::Mul(s, hn::LoadU(d, x + c));
-    max = hn::Max(max, scaled);
-    has_nan = hn::Or(has_nan, hn::IsNaN(scaled));
+    const RowVec signed_x = hn::Mul(s, hn::LoadU(d, x + c));
+    max = hn::Max(max, signed_x);
+    has_nan = hn::Or(has_nan, hn::IsNaN(signed_x));
   }
   if (c < n) {
     RowTail tail;
-    // Pad with -inf after scaling, so that a negative scale cannot flip it.
-    const RowVec scaled = hn::Mul(s, tail.Load(x + c, n - c, 0.0f));
+    const RowVec signed_x = hn::Mul(s, tail.Load(x + c, n - c, 0.0f));
     const RowVec valid =
-        hn::IfThenElse(hn::FirstN(d, n - c), scaled, hn::Set(d, kNegInf));
+        hn::IfThenElse(hn::FirstN(d, n - c), signed_x, hn::Set(d, kNegInf));
     max = hn::Max(max, valid);
     has_nan = hn::Or(has_nan, hn::IsNaN(valid));
   }
   if (!hn::AllFalse(d, has_nan)) return kNaN;
-  return MaxLane(max);
+  return sign * MaxLane(max);
 }
 
 // A row maximum that NaN or +inf logits produced: the softmax of such a row
@@ -171,30 +141,51 @@ inline bool RowsAreFinite(const float* HWY_RESTRICT x, std::size_t rows,
   return hn::AllTrue(d, finite);
 }
 
-// y[c] = exp(scale * x[c] - shift) for c < n; returns the sum of the y[c]
-// (accumulated per lane, then across lanes: a fixed order). -inf gives 0.
-// x and y may be the same row.
-inline float ExpShiftedRow(const float* x, float* y, std::size_t n, float scale,
-                           float shift) {
+// y[c] = 2^(scale * x[c] - max) for c < n, max being scale * x_max rounded
+// and x_max the RowExtreme, so that every exponent is <= 0 and the largest
+// entry's is exactly 0; returns the sum of the y[c] (accumulated per lane,
+// then across lanes: a fixed order). -inf gives 0. x and y may be the same
+// row. Natural logits take scale * log2(e).
+//
+// With FMA, scale * x[c] - max is computed with one rounding (accurate for
+// large logits), and `residual`, the rounding error of max (exactly
+// scale * x_max - max), is subtracted, which makes the largest entry's
+// exponent 0 rather than that error: for logits of 1e30 it is up to 2^99.
+inline float Exp2ShiftedRow(const float* x, float* y, std::size_t n,
+                            float scale, float max, float residual) {
   const RowTag d;
   const std::size_t lanes = hn::Lanes(d);
-  const RowVec s = hn::Set(d, scale), m = hn::Set(d, shift);
+  const RowVec s = hn::Set(d, scale), m = hn::Set(d, max);
+  const RowVec r = hn::Set(d, residual);
   RowVec sum = hn::Zero(d);
   std::size_t c = 0;
   for (; c + lanes <= n; c += lanes) {
-    const RowVec e = ExpOfShifted(hn::MulSub(s, hn::LoadU(d, x + c), m));
+    const RowVec e =
+        Exp2OfNonPositive(d, hn::Sub(hn::MulSub(s, hn::LoadU(d, x + c), m), r));
     sum = hn::Add(sum, e);
     hn::StoreU(e, d, y + c);
   }
   if (c < n) {
     RowTail tail;
-    const RowVec e =
-        ExpOfShifted(hn::MulSub(s, tail.Load(x + c, n - c, 0.0f), m));
+    const RowVec e = Exp2OfNonPositive(
+        d, hn::Sub(hn::MulSub(s, tail.Load(x + c, n - c, 0.0f), m), r));
     const RowVec valid = hn::IfThenElseZero(hn::FirstN(d, n - c), e);
     sum = hn::Add(sum, valid);
     tail.Store(valid, y + c, n - c);
   }
   return hn::GetLane(hn::SumOfLanes(d, sum));
+}
+
+// The exact rounding error of max = scale * x_max rounded, when MulSub is
+// fused (one rounding); 0 where it is a multiply then a subtract, which
+// makes the largest entry's exponent exactly 0 by itself.
+inline float ProductResidual(float scale, float x_max, float max) {
+#if HWY_NATIVE_FMA
+  return std::fma(scale, x_max, -max);
+#else
+  (void)scale, (void)x_max, (void)max;
+  return 0.0f;
+#endif
 }
 
 // y[c] *= factor for c < n.
@@ -211,11 +202,13 @@ inline void ScaleRow(float* HWY_RESTRICT y, std::size_t n, float factor) {
   }
 }
 
-// The softmax of one row of scale * x into y (which may be x). A row whose
-// maximum is -inf (all entries -inf, or n == 0) sees nothing: all zeros. A
-// row holding NaN or +inf is all NaN.
+// The softmax of one row of scale * x into y (which may be x), computed in
+// base 2. A row whose maximum is -inf (all entries -inf, or n == 0) sees
+// nothing: all zeros. A row holding NaN or +inf is all NaN.
 inline void SoftmaxRow(const float* x, float* y, std::size_t n, float scale) {
-  const float max = ScaledRowMax(x, n, scale);
+  const float scale2 = scale * kLog2e;
+  const float x_max = RowExtreme(x, n, scale);
+  const float max = scale2 * x_max;
   if (max == kNegInf) {
     std::memset(y, 0, n * sizeof(float));
     return;
@@ -224,20 +217,23 @@ inline void SoftmaxRow(const float* x, float* y, std::size_t n, float scale) {
     std::fill(y, y + n, kNaN);
     return;
   }
-  const float sum = ExpShiftedRow(x, y, n, scale, max);
+  const float sum =
+      Exp2ShiftedRow(x, y, n, scale2, max, ProductResidual(scale2, x_max, max));
   ScaleRow(y, n, 1.0f / sum);
 }
 
 // One step of the online softmax (FlashAttention) of one row: turns the
-// `visible` scores of a new block of keys into exp(s - new max), updates the
-// running max and sum, and rescales the row's accumulated values (dim floats)
-// by exp(old max - new max). While a row has seen nothing but -inf, its
-// probabilities are zeros and its state stays (-inf, 0). A NaN or +inf score
-// poisons the row: its sum becomes NaN for good (so its output is NaN), and
-// its probabilities are zeros from then on.
+// `visible` natural logits s of a new block of keys into exp(s - new max),
+// updates the running max (in base 2: max of s log2(e)) and sum, and
+// rescales the row's accumulated values (dim floats) by exp(old max - new
+// max). While a row has seen nothing but -inf, its probabilities are zeros
+// and its state stays (-inf, 0). A NaN or +inf score poisons the row: its
+// sum becomes NaN for good (so its output is NaN), and its probabilities are
+// zeros from then on.
 inline void OnlineSoftmaxStep(float* s, std::size_t visible, float* max,
                               float* sum, float* values, std::size_t dim) {
-  const float block_max = ScaledRowMax(s, visible, 1.0f);
+  ScaleRow(s, visible, kLog2e);  // base-2 logits: s - max is then exact
+  const float block_max = RowExtreme(s, visible, 1.0f);
   if (PoisonedMax(block_max) || std::isnan(*sum)) {
     *sum = kNaN;
     std::memset(s, 0, visible * sizeof(float));
@@ -248,8 +244,8 @@ inline void OnlineSoftmaxStep(float* s, std::size_t visible, float* max,
     std::memset(s, 0, visible * sizeof(float));
     return;
   }
-  const float correction = std::exp(*max - new_max);  // 0 on the first keys
-  *sum = *sum * correction + ExpShiftedRow(s, s, visible, 1.0f, new_max);
+  const float correction = std::exp2(*max - new_max);  // 0 on the first keys
+  *sum = *sum * correction + Exp2ShiftedRow(s, s, visible, 1.0f, new_max, 0.0f);
   *max = new_max;
   if (correction != 1.0f) ScaleRow(values, dim, correction);
 }

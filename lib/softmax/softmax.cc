@@ -32,16 +32,39 @@ void SoftmaxKernel(const float* x, std::size_t ldx, float* y, std::size_t ldy,
   });
 }
 
+void Exp2Kernel(const float* x, float* y, std::size_t n) {
+  detail::NoteKernelTarget(HWY_TARGET);
+  const RowTag d;
+  const std::size_t lanes = hn::Lanes(d);
+  std::size_t i = 0;
+  for (; i + lanes <= n; i += lanes) {
+    hn::StoreU(Exp2OfNonPositive(d, hn::LoadU(d, x + i)), d, y + i);
+  }
+  if (i < n) {
+    RowTail tail;
+    tail.Store(Exp2OfNonPositive(d, tail.Load(x + i, n - i, 0.0f)), y + i,
+               n - i);
+  }
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace mha
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
 #include "lib/common/check.h"
+#include "lib/softmax/exp2_for_test.h"
 #include "mha/softmax.h"
 
 namespace mha {
 HWY_EXPORT(SoftmaxKernel);
+HWY_EXPORT(Exp2Kernel);
+
+namespace detail {
+void Exp2OfNonPositiveForTest(const float* x, float* y, std::size_t n) {
+  MHA_CALL_TARGET(ChosenTargetIndex(), Exp2Kernel)(x, y, n);
+}
+}  // namespace detail
 
 void softmax(const float* x, std::size_t ldx, float* y, std::size_t ldy,
              std::size_t rows, std::size_t cols, float scale) {

@@ -1,0 +1,70 @@
+// 2^x for the arguments a softmax makes: x = logit - max <= 0 (or slightly
+// above from rounding), in base 2, scale and log2(e) folded into the logits
+// beforehand (as FlashAttention does), or -inf.
+//
+// Range reduction to x = n + f, n = round(x), |f| <= 1/2, then 2^f by a
+// degree-5 polynomial (fitted for relative error on [-1/2, 1/2] with its
+// constant term fixed at 1, so 2^0 is exactly 1), then 2^n. Measured against
+// double exp2 on 18 million floats of [-126, 0] (tests/exp2_test.cc): at
+// most 2.02 ulp with FMA, 2.19 without. Below that, results under 2^-126 are 0
+// or denormal (x < -126.5 gives 0 except on AVX-512, which keeps denormals):
+// next to the row's largest term, 2^0 = 1, they are below float precision. -inf
+// gives exactly 0. NaN is never passed in: the callers poison rows holding NaN
+// before.
+//
+// 10 vector operations per vector on AVX-512, where 2^n is one vscalefps, as
+// in XNNPACK's f32 "rr1-p5-scalef" exp; 12 elsewhere, where 2^n is built in
+// the exponent bits. (A degree-4 polynomial would save one FMA but costs 40
+// ulp; PyTorch's exp_u20 accepts 20.)
+
+#if defined(MHA_LIB_SOFTMAX_EXP2_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MHA_LIB_SOFTMAX_EXP2_INL_H_
+#undef MHA_LIB_SOFTMAX_EXP2_INL_H_
+#else
+#define MHA_LIB_SOFTMAX_EXP2_INL_H_
+#endif
+
+#include "hwy/highway.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// log2(e): natural logits times this are base-2 logits.
+constexpr float kLog2e = 1.44269504088896341f;
+
+template <class D, class V = hn::Vec<D>>
+HWY_INLINE V Exp2OfNonPositive(D d, V x) {
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  // vscalefps takes any exponent: 2^-200 already underflows to exactly 0.
+  // The clamp keeps -inf (a hidden key) from making f = -inf - -inf = NaN.
+  x = hn::Max(x, hn::Set(d, -200.0f));
+#else
+  // n + 127 must stay a valid biased exponent: -127 gives bits 0, exactly 0.
+  x = hn::Max(x, hn::Set(d, -127.0f));
+#endif
+  const V n = hn::Round(x);
+  const V f = hn::Sub(x, n);
+  // 2^f = 1 + f (c1 + f (c2 + ...)): the constant term exactly 1, so that
+  // the largest term of a row is exactly 1.
+  V p = hn::Set(d, 0.0013264722656458616f);
+  p = hn::MulAdd(p, f, hn::Set(d, 0.009671512991189957f));
+  p = hn::MulAdd(p, f, hn::Set(d, 0.05550733581185341f));
+  p = hn::MulAdd(p, f, hn::Set(d, 0.24022242426872253f));
+  p = hn::MulAdd(p, f, hn::Set(d, 0.6931470036506653f));
+  p = hn::MulAdd(p, f, hn::Set(d, 1.0f));
+#if HWY_TARGET == HWY_AVX3 || HWY_TARGET == HWY_AVX3_DL
+  return V{_mm512_scalef_ps(p.raw, n.raw)};
+#else
+  const hn::RebindToSigned<D> di;
+  const auto biased = hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127));
+  return hn::Mul(p, hn::BitCast(d, hn::ShiftLeft<23>(biased)));
+#endif
+}
+
+}  // namespace HWY_NAMESPACE
+}  // namespace mha
+HWY_AFTER_NAMESPACE();
+
+#endif  // MHA_LIB_SOFTMAX_EXP2_INL_H_
