@@ -1,13 +1,13 @@
-// Attention over all tasks in parallel: (batch, KV head, query tile) and, for
-// decode-like shapes with few tasks, also ranges of keys. How the work is cut
-// depends on the shape only, and each piece is computed the same way on any
-// thread, so results do not depend on the thread count.
-//
-// Without weights: fused, online softmax (FlashAttention): a running row max
-// m and sum l; for each key block, P = exp(S - m_new), acc = acc *
-// exp(m_old - m_new) + P V; at the end out = acc / l. Memory: one tile per
-// thread (plus, with split key ranges, one row state per range).
-// With weights: see weights_tile-inl.h.
+// Attention over all tasks in parallel. How the work is cut depends on the
+// shape only, and each piece is computed the same way on any thread, so
+// results do not depend on the thread count.
+//   Prefill (many query rows per KV head): tasks over (batch, KV head, query
+//     tile), each a PrefillTile over all keys; when there are too few tasks
+//     for the cores, also over ranges of keys.
+//   Decode (a few query positions): tasks over (batch, range of keys), each
+//     a DecodeRange over every head.
+// Split key ranges export their rows' softmax states, merged afterwards in
+// range order.
 
 #if defined(MHA_LIB_ATTENTION_ATTENTION_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_LIB_ATTENTION_ATTENTION_INL_H_
@@ -17,135 +17,126 @@
 #endif
 
 #include <algorithm>
-#include <cmath>
 #include <cstddef>
-#include <vector>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "lib/attention/attention_args.h"
-#include "lib/attention/decode_rows-inl.h"
-#include "lib/attention/row_tile-inl.h"
+#include "lib/attention/decode-inl.h"
+#include "lib/attention/prefill_tile-inl.h"
 #include "lib/attention/task.h"
+#include "lib/common/buffer_pool.h"
 #include "lib/common/parallel.h"
-#include "lib/softmax/row-inl.h"
 
 HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace HWY_NAMESPACE {
 
-// How the work is cut: a function of the shape alone.
-struct TaskGrid {
-  std::size_t group, q_tile, q_tiles, key_ranges, range_keys;
+// Enough tasks to balance a few cores, whatever their number: the cut must
+// not depend on it.
+constexpr std::size_t kTasksWanted = 8;
 
-  explicit TaskGrid(const detail::AttentionArgs& args) {
-    const AttentionShape& s = args.shape;
-    group = s.num_heads / s.num_kv_heads;
-    q_tile = std::min(s.q_len, std::max<std::size_t>(1, kRowsPerTask / group));
-    q_tiles = (s.q_len + q_tile - 1) / q_tile;
-    // Few tasks over many keys (decoding): split the keys into ranges of at
-    // least 512, merged afterwards, so that every core has work.
-    constexpr std::size_t kTasksWanted = 16, kMinRangeKeys = 512;
-    const std::size_t tasks = s.batch * s.num_kv_heads * q_tiles;
-    key_ranges = 1;
-    if (args.weights == nullptr && tasks < kTasksWanted) {
-      key_ranges = std::min((kTasksWanted + tasks - 1) / tasks,
-                            std::max<std::size_t>(1, s.kv_len / kMinRangeKeys));
-    }
-    range_keys =
-        RoundUp((s.kv_len + key_ranges - 1) / key_ranges, RowTile::kBlock);
-  }
-  std::size_t tasks(const AttentionShape& s) const {
-    return s.batch * s.num_kv_heads * q_tiles * key_ranges;
-  }
-  // Task t: key range t % key_ranges of query tile t / key_ranges.
-  detail::TaskRows Rows(const AttentionShape& s, std::size_t t) const {
-    const std::size_t range = t % key_ranges, tile = t / key_ranges;
-    const std::size_t q0 = (tile % q_tiles) * q_tile;
-    return {tile / q_tiles / s.num_kv_heads,
-            tile / q_tiles % s.num_kv_heads,
-            q0,
-            std::min(q_tile, s.q_len - q0),
-            group,
-            range * range_keys,
-            (range + 1) * range_keys};
-  }
-};
-
-// Combines the row states of a query tile's key ranges, in range order, and
-// writes the tile's output rows.
-inline void MergeRanges(const detail::AttentionArgs& args, const TaskGrid& grid,
-                        const detail::TaskRows& rows, const float* states) {
-  const std::size_t dim = args.shape.head_dim, stride = dim + 2;
-  const std::size_t range_stride = rows.group * grid.q_tile * stride;
-  for (std::size_t r = 0; r < rows.count(); ++r) {
-    float max = kNegInf;
-    for (std::size_t k = 0; k < grid.key_ranges; ++k) {
-      max = std::max(max, states[k * range_stride + r * stride]);
-    }
-    float* out = detail::OutputRow(args, rows, r);
-    bool poisoned = false;  // a range saw NaN or +inf logits
-    for (std::size_t k = 0; k < grid.key_ranges; ++k) {
-      poisoned |= std::isnan(states[k * range_stride + r * stride + 1]);
-    }
-    std::fill(out, out + dim, poisoned ? kNaN : 0.0f);
-    if (poisoned || max == kNegInf) continue;  // NaN, or saw no key
-    float sum = 0.0f;
-    for (std::size_t k = 0; k < grid.key_ranges; ++k) {
-      const float* state = states + k * range_stride + r * stride;
-      const float weight = std::exp2(state[0] - max);  // maxima in base 2
-      sum += state[1] * weight;
-      for (std::size_t c = 0; c < dim; ++c) out[c] += state[2 + c] * weight;
-    }
-    for (std::size_t c = 0; c < dim; ++c) out[c] /= sum;
-  }
+// Ranges the keys are split into when `tasks` would otherwise be too few:
+// none below min_keys keys a range.
+inline std::size_t KeyRanges(std::size_t tasks, std::size_t kv_len,
+                             std::size_t min_keys) {
+  if (tasks >= kTasksWanted) return 1;
+  return std::clamp<std::size_t>((kTasksWanted + tasks - 1) / tasks, 1,
+                                 std::max<std::size_t>(1, kv_len / min_keys));
 }
 
-// Writes a task's output rows, or (when its keys are one range of several)
-// exports its row states for MergeRanges.
-inline void Finish(const detail::AttentionArgs& args,
-                   const detail::TaskRows& rows,
-                   const detail::RowResults& results, float* state) {
-  if (state == nullptr) return results.Write(args, rows);
-  const std::size_t stride = args.shape.head_dim + 2;
-  for (std::size_t r = 0; r < rows.count(); ++r)
-    results.Export(args, r, state + r * stride);
-}
-
-inline void AttentionTasks(const detail::AttentionArgs& args) {
-  const AttentionShape& s = args.shape;
-  const TaskGrid grid(args);
-  const std::size_t stride = s.head_dim + 2;
-  const std::size_t tile_states =
-      grid.key_ranges * grid.group * grid.q_tile * stride;
-  std::vector<float> states(
-      grid.key_ranges > 1 ? grid.tasks(s) / grid.key_ranges * tile_states : 0);
-  // Multiply-adds of Q K^T and P V.
+// Runs task(t, state) for every task, each covering one of `ranges` key
+// ranges of a piece of `rows` rows, with `state` where it exports them (null
+// when the keys are not split: the task writes its outputs itself); then
+// merges each piece's rows with merge_into(piece, row, out row).
+template <class Task, class OutputRowOf>
+void RunWithKeyRanges(const detail::AttentionArgs& a, std::size_t pieces,
+                      std::size_t ranges, std::size_t rows, Task&& task,
+                      OutputRowOf&& output_row) {
+  const AttentionShape& s = a.shape;
   const double work =
       2.0 * s.batch * s.num_heads * s.q_len * s.kv_len * s.head_dim;
-  detail::ForEachTask(grid.tasks(s), work, [&](std::size_t t) {
-    const detail::TaskRows rows = grid.Rows(s, t);
-    float* state =
-        grid.key_ranges == 1
-            ? nullptr
-            : states.data() + t / grid.key_ranges * tile_states +
-                  t % grid.key_ranges * grid.group * grid.q_tile * stride;
-    if (args.weights == nullptr && SuitsDecodeRows(args, rows.count())) {
-      DecodeRows task(args, rows);
-      task.Run();
-      Finish(args, rows, task.Results(), state);
-    } else {
-      RowTile tile(args, rows);
-      tile.Run();
-      Finish(args, rows, tile.Results(), state);
-    }
+  const std::size_t stride = detail::RowState::Stride(s.head_dim);
+  const std::size_t range_stride = rows * stride;
+  detail::PooledBuffer states(ranges > 1 ? pieces * ranges * range_stride : 0);
+  detail::ForEachTask(pieces * ranges, work, [&](std::size_t t) {
+    task(t / ranges, t % ranges,
+         ranges > 1 ? states.get() + t * range_stride : nullptr);
   });
-  if (grid.key_ranges == 1) return;
-  const std::size_t tiles = grid.tasks(s) / grid.key_ranges;
+  if (ranges == 1) return;
   detail::ForEachTask(
-      tiles, double(tiles) * tile_states, [&](std::size_t tile) {
-        MergeRanges(args, grid, grid.Rows(s, tile * grid.key_ranges),
-                    states.data() + tile * tile_states);
+      pieces, double(pieces) * ranges * range_stride, [&](std::size_t piece) {
+        const float* first = states.get() + piece * ranges * range_stride;
+        for (std::size_t r = 0; r < rows; ++r) {
+          float* out = output_row(piece, r);
+          if (out == nullptr) continue;
+          detail::MergeRowStates(first + r * stride, ranges, range_stride,
+                                 s.head_dim, out);
+        }
       });
+}
+
+template <class Mode>
+void RunPrefill(const detail::AttentionArgs& a) {
+  const AttentionShape& s = a.shape;
+  const std::size_t group = s.num_heads / s.num_kv_heads;
+  const std::size_t q_tile =
+      std::clamp<std::size_t>(PrefillRows() / group, 1, s.q_len);
+  const std::size_t q_tiles = (s.q_len + q_tile - 1) / q_tile;
+  const std::size_t tiles = s.batch * s.num_kv_heads * q_tiles;
+  // Weights need each row's final max and sum in one task: never split.
+  const std::size_t ranges = std::is_same_v<Mode, Fused>
+                                 ? KeyRanges(tiles, s.kv_len, 2 * kKeyBlock)
+                                 : 1;
+  const std::size_t range_keys =
+      RoundUp((s.kv_len + ranges - 1) / ranges, kKeyBlock);
+  auto rows_of = [&](std::size_t tile, std::size_t range) {
+    const std::size_t q0 = tile % q_tiles * q_tile;
+    return detail::TaskRows{tile / q_tiles / s.num_kv_heads,
+                            tile / q_tiles % s.num_kv_heads,
+                            q0,
+                            std::min(q_tile, s.q_len - q0),
+                            group,
+                            range * range_keys,
+                            (range + 1) * range_keys};
+  };
+  RunWithKeyRanges(
+      a, tiles, ranges, group * q_tile,
+      [&](std::size_t tile, std::size_t range, float* states) {
+        PrefillTile<Mode> work(a, rows_of(tile, range));
+        work.Run();
+        if (states == nullptr) return work.WriteOutputs();
+        work.ExportStates(states, detail::RowState::Stride(s.head_dim));
+      },
+      [&](std::size_t tile, std::size_t r) -> float* {
+        const detail::TaskRows rows = rows_of(tile, 0);
+        if (r >= rows.count()) return nullptr;  // a short last tile
+        return detail::OutputRow(a, rows.b, rows.head(r), rows.query(r));
+      });
+}
+
+inline void RunDecode(const detail::AttentionArgs& a) {
+  const AttentionShape& s = a.shape;
+  const std::size_t ranges = KeyRanges(s.batch, s.kv_len, 256);
+  const std::size_t range_keys =
+      RoundUp((s.kv_len + ranges - 1) / ranges, DecodeRange::kBlock);
+  RunWithKeyRanges(
+      a, s.batch, ranges, s.num_heads * s.q_len,
+      [&](std::size_t b, std::size_t range, float* states) {
+        DecodeRange work(a, b, range * range_keys, (range + 1) * range_keys);
+        work.Run();
+        if (states == nullptr) return work.WriteOutputs();
+        work.ExportStates(states, detail::RowState::Stride(s.head_dim));
+      },
+      [&](std::size_t b, std::size_t r) -> float* {
+        return detail::OutputRow(a, b, r / s.q_len, r % s.q_len);
+      });
+}
+
+inline void AttentionTasks(const detail::AttentionArgs& a) {
+  if (SuitsDecode(a)) return RunDecode(a);
+  if (a.weights) return RunPrefill<WithWeights>(a);
+  RunPrefill<Fused>(a);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -1,10 +1,12 @@
 // What an attention task covers, independent of how it computes: its rows
-// (query head and position), the prefix of keys each row sees, and where its
-// results go.
+// (query head and position), the keys each row sees, where its inputs and
+// results lie, and the softmax state a task hands over when the keys of its
+// rows are split into ranges.
 #ifndef MHA_LIB_ATTENTION_TASK_H_
 #define MHA_LIB_ATTENTION_TASK_H_
 
 #include <algorithm>
+#include <cmath>
 #include <cstddef>
 #include <limits>
 
@@ -24,32 +26,35 @@ struct TaskRows {
   std::size_t query(std::size_t r) const { return q0 + r % q_count; }
 };
 
-// Row r sees keys [key_begin, visible_end[r]) of its range: masks only ever
-// hide a suffix (causal, kv_lengths) or single keys (a -inf bias).
-// Rows in [count, padded_rows) are padding and see nothing. Returns the end
-// of the keys some row sees.
-inline std::size_t FindVisibleKeys(const AttentionArgs& a, const TaskRows& task,
-                                   std::size_t padded_rows,
-                                   std::size_t* visible_end) {
+// The end of the keys query position `query` of sequence b sees: masks only
+// ever hide a suffix (causal, kv_lengths) or single keys (a -inf bias).
+inline std::size_t VisibleEnd(const AttentionArgs& a, std::size_t b,
+                              std::size_t query) {
   const AttentionShape& s = a.shape;
-  const std::ptrdiff_t shift = static_cast<std::ptrdiff_t>(s.kv_len) -
-                               static_cast<std::ptrdiff_t>(s.q_len);
-  std::size_t limit = std::min(s.kv_len, task.key_stop);
+  std::size_t end = s.kv_len;
   if (a.mask.kv_lengths) {
-    limit =
-        std::min(limit, static_cast<std::size_t>(a.mask.kv_lengths[task.b]));
+    end = std::min(end, static_cast<std::size_t>(a.mask.kv_lengths[b]));
   }
-  std::size_t keys_end = 0;
-  for (std::size_t r = 0; r < padded_rows; ++r) {
-    std::size_t end = r < task.count() ? limit : 0;
-    if (a.mask.causal && r < task.count()) {
-      // Query i sees key j iff j <= i + kv_len - q_len (signed).
-      const std::ptrdiff_t last =
-          static_cast<std::ptrdiff_t>(task.query(r)) + shift;
-      end = last < 0 ? 0 : std::min(end, static_cast<std::size_t>(last) + 1);
-    }
-    visible_end[r] = std::max(end, task.key_begin);  // nothing before the range
-    keys_end = std::max(keys_end, visible_end[r]);
+  if (a.mask.causal) {
+    // Query i sees key j iff j <= i + kv_len - q_len, in signed arithmetic
+    // (sizes are checked to fit std::ptrdiff_t).
+    const std::ptrdiff_t last = static_cast<std::ptrdiff_t>(query) +
+                                static_cast<std::ptrdiff_t>(s.kv_len) -
+                                static_cast<std::ptrdiff_t>(s.q_len);
+    end = last < 0 ? 0 : std::min(end, static_cast<std::size_t>(last) + 1);
+  }
+  return end;
+}
+
+// Row r of the task sees keys [key_begin, end[r]) of its range, clamped to
+// the range. Returns the largest end.
+inline std::size_t FindVisibleKeys(const AttentionArgs& a, const TaskRows& task,
+                                   std::size_t* end) {
+  std::size_t keys_end = task.key_begin;
+  for (std::size_t r = 0; r < task.count(); ++r) {
+    end[r] = std::clamp(VisibleEnd(a, task.b, task.query(r)), task.key_begin,
+                        std::max(task.key_begin, task.key_stop));
+    keys_end = std::max(keys_end, end[r]);
   }
   return keys_end;
 }
@@ -59,83 +64,110 @@ inline std::size_t VisibleIn(std::size_t end, std::size_t j0, std::size_t n) {
   return end <= j0 ? 0 : std::min(n, end - j0);
 }
 
-// Row r's bias from key j0 on, or null without a bias.
-inline const float* BiasRow(const AttentionArgs& a, const TaskRows& task,
-                            std::size_t r, std::size_t j0) {
-  if (a.mask.bias == nullptr) return nullptr;
-  return a.mask.bias + task.query(r) * a.shape.kv_len + j0;
+inline const float* QueryRow(const AttentionArgs& a, std::size_t b,
+                             std::size_t head, std::size_t query) {
+  const Layout& l = a.q_layout;
+  return a.q + b * l.batch + head * l.head + query * l.token;
 }
 
-// Whether a -inf bias hides key j of [0, visible_end[r]) from row r.
-inline bool BiasHides(const AttentionArgs& a, const TaskRows& task,
-                      std::size_t r, std::size_t j) {
-  const float* bias = BiasRow(a, task, r, j);
+inline float* OutputRow(const AttentionArgs& a, std::size_t b, std::size_t head,
+                        std::size_t query) {
+  const Layout& l = a.out_layout;
+  return a.out + b * l.batch + head * l.head + query * l.token;
+}
+
+inline const float* KeyRow(const AttentionArgs& a, std::size_t b,
+                           std::size_t kv_head, std::size_t key) {
+  const Layout& l = a.k_layout;
+  return a.k + b * l.batch + kv_head * l.head + key * l.token;
+}
+
+inline const float* ValueRow(const AttentionArgs& a, std::size_t b,
+                             std::size_t kv_head, std::size_t key) {
+  const Layout& l = a.v_layout;
+  return a.v + b * l.batch + kv_head * l.head + key * l.token;
+}
+
+// The bias of query position `query` from key j0 on, or null without one.
+inline const float* BiasRow(const AttentionArgs& a, std::size_t query,
+                            std::size_t j0) {
+  if (a.mask.bias == nullptr) return nullptr;
+  return a.mask.bias + query * a.shape.kv_len + j0;
+}
+
+// Whether a -inf bias hides key j from query position `query`.
+inline bool BiasHides(const AttentionArgs& a, std::size_t query,
+                      std::size_t j) {
+  const float* bias = BiasRow(a, query, j);
   return bias != nullptr && *bias == -std::numeric_limits<float>::infinity();
 }
 
-inline const float* ValueRow(const AttentionArgs& a, const TaskRows& task,
-                             std::size_t j) {
-  const Layout& l = a.v_layout;
-  return a.v + task.b * l.batch + task.kv_head * l.head + j * l.token;
+// Row (b, head, query)'s attention weights from key 0 on.
+inline float* WeightsRow(const AttentionArgs& a, std::size_t b,
+                         std::size_t head, std::size_t query) {
+  const AttentionShape& s = a.shape;
+  return a.weights + ((b * s.num_heads + head) * s.q_len + query) * s.kv_len;
 }
 
-// values[c] += p[j - j0] * V(j, c) over the keys j in [j0, j0 + n) that row r
-// sees, skipping hidden ones outright: the path for blocks of V that hold
-// NaN or Inf, where the tiled product's 0 * Inf for a hidden key would
-// poison rows that never see it. Rare, so plain scalar code.
-inline void AddVisibleValues(const AttentionArgs& a, const TaskRows& task,
-                             std::size_t r, std::size_t j0, std::size_t n,
-                             const float* p, float* values) {
+// values[c] += p[j - j0] * V(j, c) over the keys j in [j0, j0 + n) that
+// query position `query` sees (n stops at its visible end), skipping hidden
+// ones outright: the path for blocks of V that hold NaN or Inf, where a
+// tiled product's 0 * Inf for a hidden key would poison rows that never see
+// it. Rare, so plain scalar code.
+inline void AddVisibleValues(const AttentionArgs& a, std::size_t b,
+                             std::size_t kv_head, std::size_t query,
+                             std::size_t j0, std::size_t n, const float* p,
+                             float* values) {
   for (std::size_t j = j0; j < j0 + n; ++j) {
-    if (BiasHides(a, task, r, j)) continue;
-    const float* v = ValueRow(a, task, j);
+    if (BiasHides(a, query, j)) continue;
+    const float* v = ValueRow(a, b, kv_head, j);
     for (std::size_t c = 0; c < a.shape.head_dim; ++c) {
       values[c] += p[j - j0] * v[c];
     }
   }
 }
 
-inline float* OutputRow(const AttentionArgs& a, const TaskRows& task,
-                        std::size_t r) {
-  const Layout& l = a.out_layout;
-  return a.out + task.b * l.batch + task.head(r) * l.head +
-         task.query(r) * l.token;
-}
-
-inline const float* QueryRow(const AttentionArgs& a, const TaskRows& task,
-                             std::size_t r) {
-  const Layout& l = a.q_layout;
-  return a.q + task.b * l.batch + task.head(r) * l.head +
-         task.query(r) * l.token;
-}
-
-// The accumulated values of a task's rows, and their softmax state: value
-// (r, c) at values[r * row_stride + c * col_stride].
-struct RowResults {
-  const float* values;
-  std::size_t row_stride, col_stride;
-  const float *max, *sum;
-
-  // out row r = values of r / sum[r]; zeros for a row that saw no key.
-  void Write(const AttentionArgs& a, const TaskRows& task) const {
-    for (std::size_t r = 0; r < task.count(); ++r) {
-      float* out = OutputRow(a, task, r);
-      const float inverse = sum[r] == 0.0f ? 0.0f : 1.0f / sum[r];
-      for (std::size_t c = 0; c < a.shape.head_dim; ++c) {
-        out[c] = values[r * row_stride + c * col_stride] * inverse;
-      }
-    }
-  }
-
-  // Row r's state as [max, sum, values...], for merging split key ranges.
-  void Export(const AttentionArgs& a, std::size_t r, float* state) const {
-    state[0] = max[r];
-    state[1] = sum[r];
-    for (std::size_t c = 0; c < a.shape.head_dim; ++c) {
-      state[2 + c] = values[r * row_stride + c * col_stride];
-    }
+// The state of one row's online softmax over a range of keys, as the tasks
+// of split key ranges hand it over: base-2 running max, sum, and the
+// unnormalized values (head_dim floats), `Stride(head_dim)` floats in all.
+// A sum of NaN marks a row poisoned by NaN or Inf; a max of -inf, a row that
+// saw no key.
+struct RowState {
+  static std::size_t Stride(std::size_t head_dim) { return head_dim + 2; }
+  static void Store(float max, float sum, const float* values,
+                    std::size_t head_dim, float* state) {
+    state[0] = max;
+    state[1] = sum;
+    std::copy_n(values, head_dim, state + 2);
   }
 };
+
+// Combines the states of one row over `ranges` key ranges (`range_stride`
+// floats apart), in range order, into `out`: zeros if no range saw a key,
+// NaN if any range was poisoned.
+inline void MergeRowStates(const float* states, std::size_t ranges,
+                           std::size_t range_stride, std::size_t head_dim,
+                           float* out) {
+  constexpr float kNegInf = -std::numeric_limits<float>::infinity();
+  float max = kNegInf;
+  bool poisoned = false;
+  for (std::size_t k = 0; k < ranges; ++k) {
+    max = std::max(max, states[k * range_stride]);
+    poisoned |= std::isnan(states[k * range_stride + 1]);
+  }
+  std::fill(out, out + head_dim,
+            poisoned ? std::numeric_limits<float>::quiet_NaN() : 0.0f);
+  if (poisoned || max == kNegInf) return;
+  float sum = 0.0f;
+  for (std::size_t k = 0; k < ranges; ++k) {
+    const float* state = states + k * range_stride;
+    if (state[0] == kNegInf) continue;  // saw no key: weighs nothing
+    const float weight = std::exp2(state[0] - max);
+    sum += state[1] * weight;
+    for (std::size_t c = 0; c < head_dim; ++c) out[c] += state[2 + c] * weight;
+  }
+  for (std::size_t c = 0; c < head_dim; ++c) out[c] /= sum;
+}
 
 }  // namespace mha::detail
 

@@ -9,13 +9,13 @@ namespace mha::detail {
 
 // Buffers a leaf task may hold at once; each slot is a distinct buffer.
 enum class ScratchSlot {
-  kGemmA,  // a packed A sliver of the GEMM
-  kGemmB,  // a packed B block of the GEMM
-  kPackedA,
-  kPackedK,
-  kPackedV,
-  kScores,
-  kAccumulator,
+  kGemmA,        // a packed A sliver of the GEMM
+  kGemmB,        // a packed B block of the GEMM
+  kQueryPanels,  // an attention task's queries, scaled (Q^T panels)
+  kScoresT,      // its logits, then probabilities, of one key block
+  kOutputRows,   // its unnormalized outputs (O)
+  kValuePanels,  // a key block's V packed into panels (ragged head_dim)
+  kRowState,     // its rows' softmax state (max, sum, corrections)
   kCount
 };
 

@@ -57,14 +57,6 @@ struct RowsA {
   }
 };
 
-// A given as row pointers, rows anywhere: element (r, p) at rows[r][p].
-struct PointersA {
-  const float* const* rows;
-  std::size_t Step(std::size_t p) const { return p; }
-  float At(std::size_t p, std::size_t r) const { return rows[r][p]; }
-  PointersA Rows(std::size_t first) const { return {rows + first}; }
-};
-
 // Lists the tile's row indices for the macros below.
 #define MHA_TILE_ROWS(X) \
   X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)

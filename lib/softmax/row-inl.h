@@ -95,33 +95,6 @@ inline float RowExtreme(const float* HWY_RESTRICT x, std::size_t n,
 // is NaN, as IEEE arithmetic would make it (exp(inf - inf) is NaN).
 inline bool PoisonedMax(float max) { return !(max < kPosInf); }
 
-// Turns the scaled scores s[c] of n keys that a row may see into the logits
-// the softmax takes: s[c] + bias[c] (bias may be null), -inf where the bias
-// hides the key (whatever s[c] holds: a hidden key's K may be NaN), and NaN
-// where a key the row sees has a logit that is not finite (NaN or Inf in q,
-// k or the bias), so that it poisons the row rather than pass for hidden.
-inline void FinishLogits(float* HWY_RESTRICT s, const float* HWY_RESTRICT bias,
-                         std::size_t n) {
-  const RowTag d;
-  const std::size_t lanes = hn::Lanes(d);
-  const RowVec nan = hn::Set(d, kNaN), neg_inf = hn::Set(d, kNegInf);
-  auto finish = [&](RowVec x, RowVec b) {
-    x = hn::Add(x, b);
-    x = hn::IfThenElse(hn::IsFinite(x), x, nan);
-    return hn::IfThenElse(hn::Eq(b, neg_inf), neg_inf, x);
-  };
-  std::size_t c = 0;
-  for (; c + lanes <= n; c += lanes) {
-    const RowVec b = bias ? hn::LoadU(d, bias + c) : hn::Zero(d);
-    hn::StoreU(finish(hn::LoadU(d, s + c), b), d, s + c);
-  }
-  if (c < n) {
-    RowTail tail, tail_bias;
-    const RowVec b = bias ? tail_bias.Load(bias + c, n - c, 0.0f) : hn::Zero(d);
-    tail.Store(finish(tail.Load(s + c, n - c, 0.0f), b), s + c, n - c);
-  }
-}
-
 // Whether `rows` rows of `width` floats, `stride` apart, are all finite.
 inline bool RowsAreFinite(const float* HWY_RESTRICT x, std::size_t rows,
                           std::size_t stride, std::size_t width) {
@@ -220,34 +193,6 @@ inline void SoftmaxRow(const float* x, float* y, std::size_t n, float scale) {
   const float sum =
       Exp2ShiftedRow(x, y, n, scale2, max, ProductResidual(scale2, x_max, max));
   ScaleRow(y, n, 1.0f / sum);
-}
-
-// One step of the online softmax (FlashAttention) of one row: turns the
-// `visible` natural logits s of a new block of keys into exp(s - new max),
-// updates the running max (in base 2: max of s log2(e)) and sum, and
-// rescales the row's accumulated values (dim floats) by exp(old max - new
-// max). While a row has seen nothing but -inf, its probabilities are zeros
-// and its state stays (-inf, 0). A NaN or +inf score poisons the row: its
-// sum becomes NaN for good (so its output is NaN), and its probabilities are
-// zeros from then on.
-inline void OnlineSoftmaxStep(float* s, std::size_t visible, float* max,
-                              float* sum, float* values, std::size_t dim) {
-  ScaleRow(s, visible, kLog2e);  // base-2 logits: s - max is then exact
-  const float block_max = RowExtreme(s, visible, 1.0f);
-  if (PoisonedMax(block_max) || std::isnan(*sum)) {
-    *sum = kNaN;
-    std::memset(s, 0, visible * sizeof(float));
-    return;
-  }
-  const float new_max = std::max(*max, block_max);
-  if (new_max == kNegInf) {
-    std::memset(s, 0, visible * sizeof(float));
-    return;
-  }
-  const float correction = std::exp2(*max - new_max);  // 0 on the first keys
-  *sum = *sum * correction + Exp2ShiftedRow(s, s, visible, 1.0f, new_max, 0.0f);
-  *max = new_max;
-  if (correction != 1.0f) ScaleRow(values, dim, correction);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -1,0 +1,385 @@
+// The work of one attention task with many query rows (prefill): a tile of
+// rows -- every query head that shares one KV head, for a run of positions
+// -- against that KV head's keys, one block of keys at a time, with an
+// online softmax (FlashAttention). Transposed, so that both products run on
+// the GEMM micro-kernel with nothing packed per key block:
+//
+//   S^T = K Q^T     keys broadcast straight from K (12 a tile), Q^T packed
+//                   once per task as the vector operand, pre-scaled by
+//                   scale * log2(e): the logits come out in base 2;
+//   softmax         down the columns of S^T, one query per lane: the block
+//                   max and sum are element-wise over key rows, no
+//                   horizontal reduction; 2^(s - max) by exp2-inl.h;
+//   O = c O + P V   P^T is already a panel of A (12 queries contiguous per
+//                   key), V rows are read in place as B; the epilogue
+//                   rescales a row of O only when its max changed (c != 1).
+//
+// The mode is a compile-time choice: Fused keeps the scores in one block of
+// per-thread scratch (memory O(rows x block), never O(q_len x kv_len));
+// WithWeights also stores each block's logits in the caller's weights
+// output and turns them into probabilities once the row's max and sum are
+// final.
+
+#if defined(MHA_LIB_ATTENTION_PREFILL_TILE_INL_H_) == defined(HWY_TARGET_TOGGLE)
+#ifdef MHA_LIB_ATTENTION_PREFILL_TILE_INL_H_
+#undef MHA_LIB_ATTENTION_PREFILL_TILE_INL_H_
+#else
+#define MHA_LIB_ATTENTION_PREFILL_TILE_INL_H_
+#endif
+
+#include <algorithm>
+#include <cmath>
+#include <cstddef>
+#include <cstring>
+#include <limits>
+#include <type_traits>
+
+#include "hwy/highway.h"
+#include "lib/attention/attention_args.h"
+#include "lib/attention/task.h"
+#include "lib/common/scratch.h"
+#include "lib/gemm/microkernel-inl.h"
+#include "lib/gemm/pack-inl.h"
+#include "lib/gemm/tile_shape-inl.h"
+#include "lib/softmax/exp2-inl.h"
+#include "lib/softmax/row-inl.h"
+
+HWY_BEFORE_NAMESPACE();
+namespace mha {
+namespace HWY_NAMESPACE {
+namespace hn = hwy::HWY_NAMESPACE;
+
+// Modes of the prefill tile.
+struct Fused {};        // probabilities never leave the tile
+struct WithWeights {};  // also written to the caller's weights output
+
+// Query rows per task: 128 (a multiple of the panel width) balances the
+// packing of Q^T and the rescaling of O against the L2 footprint of a key
+// block: S^T is 128 x 256 floats (128 KiB), O 128 x head_dim.
+inline std::size_t PrefillRows() { return RoundUp(128, TileCols()); }
+// Keys per block.
+constexpr std::size_t kKeyBlock = 256;
+
+template <class Mode>
+class PrefillTile {
+  static constexpr bool kWithWeights = std::is_same_v<Mode, WithWeights>;
+
+ public:
+  PrefillTile(const detail::AttentionArgs& args, const detail::TaskRows& task)
+      : a_(args),
+        task_(task),
+        rows_(task.count()),
+        dim_(args.shape.head_dim),
+        nr_(TileCols()),
+        ld_(RoundUp(rows_, nr_)),
+        ldo_(RoundUp(dim_, nr_)) {
+    using detail::ScratchSlot;
+    using detail::ThreadScratch;
+    queries_ = ThreadScratch(ScratchSlot::kQueryPanels, dim_ * ld_);
+    scores_ = ThreadScratch(ScratchSlot::kScoresT, kKeyBlock * ld_);
+    outputs_ = ThreadScratch(ScratchSlot::kOutputRows, ld_ * ldo_);
+    value_panels_ = dim_ % nr_ == 0 ? nullptr
+                                    : ThreadScratch(ScratchSlot::kValuePanels,
+                                                    kKeyBlock * ldo_);
+    float* state = ThreadScratch(ScratchSlot::kRowState, 4 * ld_);
+    max_ = state;
+    sum_ = state + ld_;
+    correction_ = state + 2 * ld_;
+    relative_end_ = state + 3 * ld_;
+    thread_local std::vector<std::size_t> ends;
+    thread_local std::vector<char> poisoned;
+    ends.resize(rows_);
+    poisoned.assign(rows_, 0);
+    end_ = ends.data();
+    poisoned_ = poisoned.data();
+    keys_end_ = detail::FindVisibleKeys(a_, task_, end_);
+    min_end_ = *std::min_element(end_, end_ + rows_);
+    std::fill(max_, max_ + ld_, kNegInf);
+    std::fill(sum_, sum_ + ld_, 0.0f);
+    std::memset(outputs_, 0, ld_ * ldo_ * sizeof(float));
+    PackQueries();
+  }
+
+  void Run() {
+    for (std::size_t j0 = task_.key_begin; j0 < keys_end_; j0 += kKeyBlock) {
+      const std::size_t n = std::min(kKeyBlock, keys_end_ - j0);
+      ComputeLogits(j0, n);
+      if constexpr (kWithWeights) StoreLogits(j0, n);
+      const bool rescale = SoftmaxStep(n);
+      AccumulateValues(j0, n, rescale);
+    }
+    for (std::size_t r = 0; r < rows_; ++r) {
+      if (poisoned_[r] && SeesSomeKey(r)) sum_[r] = kNaN;
+    }
+    if constexpr (kWithWeights) NormalizeWeights();
+  }
+
+  // out row = O row / sum: zeros for a row that saw no key, NaN for one
+  // poisoned by NaN or Inf.
+  void WriteOutputs() const {
+    for (std::size_t r = 0; r < rows_; ++r) {
+      float* out =
+          detail::OutputRow(a_, task_.b, task_.head(r), task_.query(r));
+      const float inverse = sum_[r] == 0.0f ? 0.0f : 1.0f / sum_[r];
+      for (std::size_t c = 0; c < dim_; ++c) {
+        out[c] = outputs_[r * ldo_ + c] * inverse;
+      }
+    }
+  }
+
+  // Each row's state, `stride` floats apart, for merging key ranges.
+  void ExportStates(float* states, std::size_t stride) const {
+    for (std::size_t r = 0; r < rows_; ++r) {
+      detail::RowState::Store(max_[r], sum_[r], outputs_ + r * ldo_, dim_,
+                              states + r * stride);
+    }
+  }
+
+ private:
+  // Q^T in panels of nr_ rows, scaled by scale * log2(e); rows holding NaN
+  // or Inf are poisoned now (every logit they make is NaN or Inf).
+  void PackQueries() {
+    const float scale2 = a_.scale * kLog2e;
+    std::memset(queries_, 0, dim_ * ld_ * sizeof(float));
+    for (std::size_t r = 0; r < rows_; ++r) {
+      const float* q =
+          detail::QueryRow(a_, task_.b, task_.head(r), task_.query(r));
+      float* panel = queries_ + (r / nr_) * dim_ * nr_ + r % nr_;
+      for (std::size_t p = 0; p < dim_; ++p) {
+        panel[p * nr_] = scale2 * q[p];
+        if (!std::isfinite(q[p])) poisoned_[r] = 1;
+      }
+    }
+  }
+
+  float* ScoreRow(std::size_t j) const { return scores_ + j * ld_; }
+
+  // Whether row r sees a key of the task's range: NaN in its query, or in
+  // keys it does not see, must not poison a row that sees nothing.
+  bool SeesSomeKey(std::size_t r) const {
+    for (std::size_t j = task_.key_begin; j < end_[r]; ++j) {
+      if (!detail::BiasHides(a_, task_.query(r), j)) return true;
+    }
+    return false;
+  }
+
+  // S^T for keys [j0, j0 + n): base-2 logits, -inf where a key is hidden.
+  void ComputeLogits(std::size_t j0, std::size_t n) {
+    const std::size_t token = a_.k_layout.token;
+    const float* keys = detail::KeyRow(a_, task_.b, task_.kv_head, j0);
+    const FloatTag d;
+    const std::size_t lanes = hn::Lanes(d);
+    ForTilePieces(n, [&](auto height, std::size_t first) {
+      for (std::size_t c0 = 0; c0 < ld_; c0 += nr_) {
+        MultiplyTile<decltype(height)::value>(
+            dim_, RowsA{keys + first * token, token}, queries_ + c0 * dim_, nr_,
+            [&](std::size_t r, FloatVec v0, FloatVec v1) {
+              float* row = ScoreRow(first + r) + c0;
+              hn::StoreU(v0, d, row);
+              hn::StoreU(v1, d, row + lanes);
+            });
+      }
+    });
+    if (!RowsAreFinite(keys, n, token, dim_)) PoisonRowsSeeingBadKeys(j0, n);
+    if (j0 + n > min_end_) HideKeysPastEnds(j0, n);
+    if (a_.mask.bias) AddBias(j0, n);
+  }
+
+  // A key whose K holds NaN or Inf poisons the rows that see it.
+  void PoisonRowsSeeingBadKeys(std::size_t j0, std::size_t n) {
+    for (std::size_t j = j0; j < j0 + n; ++j) {
+      const float* k = detail::KeyRow(a_, task_.b, task_.kv_head, j);
+      if (RowsAreFinite(k, 1, 0, dim_)) continue;
+      for (std::size_t r = 0; r < rows_; ++r) {
+        if (j < end_[r] && !detail::BiasHides(a_, task_.query(r), j)) {
+          poisoned_[r] = 1;
+        }
+      }
+    }
+  }
+
+  // -inf for the keys of the block past each row's visible end (causal,
+  // kv_lengths): a lane compare per key row against the rows' ends.
+  void HideKeysPastEnds(std::size_t j0, std::size_t n) {
+    const FloatTag d;
+    const std::size_t lanes = hn::Lanes(d);
+    for (std::size_t r = 0; r < ld_; ++r) {
+      const std::size_t end = r < rows_ ? end_[r] : keys_end_;
+      relative_end_[r] = static_cast<float>(detail::VisibleIn(end, j0, n));
+    }
+    const FloatVec neg_inf = hn::Set(d, kNegInf);
+    for (std::size_t j = 0; j < n; ++j) {
+      const FloatVec key = hn::Set(d, static_cast<float>(j));
+      float* row = ScoreRow(j);
+      for (std::size_t c = 0; c < ld_; c += lanes) {
+        const auto hidden = hn::Ge(key, hn::LoadU(d, relative_end_ + c));
+        hn::StoreU(hn::IfThenElse(hidden, neg_inf, hn::LoadU(d, row + c)), d,
+                   row + c);
+      }
+    }
+  }
+
+  // The bias, in base 2, where keys are visible: a -inf bias hides the key
+  // (whatever its logit), a sum that is not finite poisons the row. Scalar:
+  // the bias is [q_len, kv_len], the transpose of S^T's layout.
+  void AddBias(std::size_t j0, std::size_t n) {
+    for (std::size_t r = 0; r < rows_; ++r) {
+      const float* bias = detail::BiasRow(a_, task_.query(r), j0);
+      for (std::size_t j = 0; j < detail::VisibleIn(end_[r], j0, n); ++j) {
+        float& s = ScoreRow(j)[r];
+        if (bias[j] == kNegInf) {
+          s = kNegInf;
+          continue;
+        }
+        s += bias[j] * kLog2e;
+        if (!std::isfinite(s)) poisoned_[r] = 1;
+      }
+    }
+  }
+
+  // weights[row][j0 + j] = S^T[j][row]: the logits, normalized at the end.
+  void StoreLogits(std::size_t j0, std::size_t n) {
+    for (std::size_t r = 0; r < rows_; ++r) {
+      float* w =
+          detail::WeightsRow(a_, task_.b, task_.head(r), task_.query(r)) + j0;
+      for (std::size_t j = 0; j < n; ++j) w[j] = ScoreRow(j)[r];
+    }
+  }
+
+  // The online softmax over the block's n key rows of S^T, one query per
+  // lane: new max, P^T = 2^(S^T - max) in place, sum, and the correction
+  // 2^(old max - new max) of each row's O (exactly 1 where the max did not
+  // change). Returns whether any row needs its O rescaled.
+  bool SoftmaxStep(std::size_t n) {
+    const FloatTag d;
+    const std::size_t lanes = hn::Lanes(d);
+    const FloatVec neg_inf = hn::Set(d, kNegInf), one = hn::Set(d, 1.0f);
+    auto rescale = hn::FirstN(d, 0);
+    for (std::size_t c = 0; c < ld_; c += lanes) {
+      FloatVec block_max = neg_inf;
+      for (std::size_t j = 0; j < n; ++j) {
+        block_max = hn::Max(block_max, hn::LoadU(d, ScoreRow(j) + c));
+      }
+      const FloatVec old_max = hn::LoadU(d, max_ + c);
+      const FloatVec new_max = hn::Max(old_max, block_max);
+      // Rows that have seen nothing yet subtract 0: 2^-inf is then 0.
+      const FloatVec shift =
+          hn::IfThenZeroElse(hn::Eq(new_max, neg_inf), new_max);
+      const FloatVec correction = Exp2OfNonPositive(d, hn::Sub(old_max, shift));
+      FloatVec sum = hn::Zero(d);
+      for (std::size_t j = 0; j < n; ++j) {
+        float* row = ScoreRow(j) + c;
+        const FloatVec p =
+            Exp2OfNonPositive(d, hn::Sub(hn::LoadU(d, row), shift));
+        sum = hn::Add(sum, p);
+        hn::StoreU(p, d, row);
+      }
+      hn::StoreU(new_max, d, max_ + c);
+      hn::StoreU(hn::MulAdd(hn::LoadU(d, sum_ + c), correction, sum), d,
+                 sum_ + c);
+      hn::StoreU(correction, d, correction_ + c);
+      rescale = hn::Or(rescale, hn::Ne(correction, one));
+    }
+    return !hn::AllFalse(d, rescale);
+  }
+
+  // O = correction * O + P V for keys [j0, j0 + n).
+  void AccumulateValues(std::size_t j0, std::size_t n, bool rescale) {
+    const std::size_t token = a_.v_layout.token;
+    const float* values = detail::ValueRow(a_, task_.b, task_.kv_head, j0);
+    if (!RowsAreFinite(values, n, token, dim_)) {
+      return AccumulateVisibleValues(j0, n, rescale);
+    }
+    const float* panels = values;
+    std::size_t panel_stride = nr_, step_stride = token;
+    if (value_panels_) {  // head_dim is not whole panels: pack, zero-padded
+      for (std::size_t c0 = 0; c0 < dim_; c0 += nr_) {
+        PackPanel(value_panels_ + c0 * n, nr_, values + c0, 1, token,
+                  std::min(nr_, dim_ - c0), n);
+      }
+      panels = value_panels_;
+      panel_stride = nr_ * n;
+      step_stride = nr_;
+    }
+    const FloatTag d;
+    const std::size_t lanes = hn::Lanes(d);
+    for (std::size_t r0 = 0; r0 < rows_; r0 += kTileRows) {
+      ForTilePieces(
+          std::min(kTileRows, rows_ - r0), [&](auto height, std::size_t first) {
+            const std::size_t row0 = r0 + first;
+            for (std::size_t p = 0; p * nr_ < dim_; ++p) {
+              MultiplyTile<decltype(height)::value>(
+                  n, StepsA{scores_ + row0, ld_}, panels + p * panel_stride,
+                  step_stride, [&](std::size_t r, FloatVec v0, FloatVec v1) {
+                    float* o = outputs_ + (row0 + r) * ldo_ + p * nr_;
+                    const float c = correction_[row0 + r];
+                    FloatVec o0 = hn::LoadU(d, o), o1 = hn::LoadU(d, o + lanes);
+                    if (rescale && c != 1.0f) {
+                      o0 = hn::Mul(o0, hn::Set(d, c));
+                      o1 = hn::Mul(o1, hn::Set(d, c));
+                    }
+                    hn::StoreU(hn::Add(o0, v0), d, o);
+                    hn::StoreU(hn::Add(o1, v1), d, o + lanes);
+                  });
+            }
+          });
+    }
+  }
+
+  // The path for a block of V holding NaN or Inf: hidden keys skipped.
+  void AccumulateVisibleValues(std::size_t j0, std::size_t n, bool rescale) {
+    thread_local std::vector<float> p;
+    p.resize(n);
+    for (std::size_t r = 0; r < rows_; ++r) {
+      float* o = outputs_ + r * ldo_;
+      if (rescale) {
+        for (std::size_t c = 0; c < dim_; ++c) o[c] *= correction_[r];
+      }
+      for (std::size_t j = 0; j < n; ++j) p[j] = ScoreRow(j)[r];
+      detail::AddVisibleValues(a_, task_.b, task_.kv_head, task_.query(r), j0,
+                               detail::VisibleIn(end_[r], j0, n), p.data(), o);
+    }
+  }
+
+  // weights row = 2^(logit - max) / sum up to the keys some row sees, 0
+  // past them (hidden keys: exactly 0); NaN for a poisoned row.
+  void NormalizeWeights() {
+    const FloatTag d;
+    const std::size_t lanes = hn::Lanes(d);
+    for (std::size_t r = 0; r < rows_; ++r) {
+      float* w = detail::WeightsRow(a_, task_.b, task_.head(r), task_.query(r));
+      if (std::isnan(sum_[r]) || sum_[r] == 0.0f) {
+        std::fill(w, w + a_.shape.kv_len, std::isnan(sum_[r]) ? kNaN : 0.0f);
+        continue;
+      }
+      const std::size_t computed = keys_end_;
+      std::fill(w + computed, w + a_.shape.kv_len, 0.0f);
+      const FloatVec shift = hn::Set(d, max_[r]);
+      const FloatVec inverse = hn::Set(d, 1.0f / sum_[r]);
+      std::size_t j = 0;
+      for (; j + lanes <= computed; j += lanes) {
+        const FloatVec e =
+            Exp2OfNonPositive(d, hn::Sub(hn::LoadU(d, w + j), shift));
+        hn::StoreU(hn::Mul(e, inverse), d, w + j);
+      }
+      for (; j < computed; ++j) w[j] = std::exp2(w[j] - max_[r]) / sum_[r];
+    }
+  }
+
+  const detail::AttentionArgs& a_;
+  const detail::TaskRows task_;
+  const std::size_t rows_, dim_, nr_;
+  const std::size_t ld_;   // floats per S^T row: rows_, whole panels
+  const std::size_t ldo_;  // floats per O row: head_dim, whole panels
+  std::size_t keys_end_, min_end_;
+  float *queries_, *scores_, *outputs_, *value_panels_;
+  float *max_, *sum_, *correction_, *relative_end_;
+  std::size_t* end_;
+  char* poisoned_;
+};
+
+}  // namespace HWY_NAMESPACE
+}  // namespace mha
+HWY_AFTER_NAMESPACE();
+
+#endif  // MHA_LIB_ATTENTION_PREFILL_TILE_INL_H_
