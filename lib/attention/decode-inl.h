@@ -19,6 +19,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "hwy/highway.h"
@@ -135,46 +136,105 @@ class DecodeRange {
     return detail::VisibleIn(end_[r], j0, n);
   }
 
-  // scores[r][j] = q_r . k_{j0+j} in base 2 where row r sees the key. Keys
-  // outer, KV heads inner: one pass over each key's row of every head.
+  // scores[r][j] = q_r . k_{j0+j} in base 2, -inf where row r does not see
+  // the key. Keys outer, KV heads inner: one pass over each key's row of
+  // every head, each K row loaded once for the rows of its group.
   void ComputeLogits(std::size_t j0, std::size_t n) {
-    const FloatTag d;
-    const std::size_t lanes = hn::Lanes(d);
+    const std::size_t per_head = group_ * s_.q_len;
     for (std::size_t j = 0; j < n; ++j) {
       for (std::size_t kv_head = 0; kv_head < s_.num_kv_heads; ++kv_head) {
         const float* key = detail::KeyRow(a_, b_, kv_head, j0 + j);
-        const std::size_t r0 = kv_head * group_ * s_.q_len;
-        for (std::size_t r = r0; r < r0 + group_ * s_.q_len; ++r) {
-          if (j0 + j >= end_[r]) continue;
-          const float* q = queries_ + r * dim_;
-          FloatVec dot = hn::Zero(d);
-          for (std::size_t c = 0; c < dim_; c += lanes) {
-            dot = hn::MulAdd(hn::LoadU(d, q + c), hn::LoadU(d, key + c), dot);
-          }
-          scores_[r * kBlock + j] = hn::GetLane(hn::SumOfLanes(d, dot));
-        }
+        ForRowChunks(per_head, [&](auto rows, std::size_t first) {
+          const std::size_t r = kv_head * per_head + first;
+          DotRows<decltype(rows)::value>(queries_ + r * dim_, key,
+                                         scores_ + r * kBlock + j);
+        });
       }
     }
-    // Bias (-inf hides whatever the logit), and a visible logit that is not
-    // finite (NaN or Inf in q, k or the bias) poisons its row.
     for (std::size_t r = 0; r < rows_; ++r) {
       float* s = scores_ + r * kBlock;
-      const float* bias = detail::BiasRow(a_, Query(r), j0);
-      for (std::size_t j = 0; j < Visible(r, j0, n); ++j) {
-        if (bias) {
-          if (bias[j] == kNegInf) {
-            s[j] = kNegInf;
-            continue;
-          }
-          s[j] += bias[j] * kLog2e;
-        }
-        saw_key_[r] = 1;
-        if (!std::isfinite(s[j])) {
-          poisoned_[r] = 1;
-          s[j] = kNegInf;  // the row's output is NaN: keep its sums finite
-        }
+      const std::size_t visible = Visible(r, j0, n);
+      std::fill(s + visible, s + n, kNegInf);
+      FinishLogits(r, s, detail::BiasRow(a_, Query(r), j0), visible);
+    }
+  }
+
+  // Covers rows [0, count) with chunks of 4, 2 and 1 rows, calling
+  // f(std::integral_constant<size_t, R>(), first_row).
+  template <class F>
+  static void ForRowChunks(std::size_t count, F&& f) {
+    std::size_t first = 0;
+    auto chunks_of = [&](auto rows) {
+      for (; count - first >= rows(); first += rows()) f(rows, first);
+    };
+    chunks_of(std::integral_constant<std::size_t, 4>());
+    chunks_of(std::integral_constant<std::size_t, 2>());
+    chunks_of(std::integral_constant<std::size_t, 1>());
+  }
+
+  // out[r * kBlock] = q_r . key for r < kRows (rows dim_ apart from q).
+  template <std::size_t kRows>
+  HWY_INLINE void DotRows(const float* HWY_RESTRICT q,
+                          const float* HWY_RESTRICT key, float* out) const {
+    const FloatTag d;
+    const std::size_t lanes = hn::Lanes(d);
+    FloatVec dot0 = hn::Zero(d), dot1 = hn::Zero(d), dot2 = hn::Zero(d),
+             dot3 = hn::Zero(d);
+    for (std::size_t c = 0; c < dim_; c += lanes) {
+      const FloatVec k = hn::LoadU(d, key + c);
+      dot0 = hn::MulAdd(hn::LoadU(d, q + c), k, dot0);
+      if constexpr (kRows > 1) {
+        dot1 = hn::MulAdd(hn::LoadU(d, q + dim_ + c), k, dot1);
+      }
+      if constexpr (kRows > 2) {
+        dot2 = hn::MulAdd(hn::LoadU(d, q + 2 * dim_ + c), k, dot2);
+        dot3 = hn::MulAdd(hn::LoadU(d, q + 3 * dim_ + c), k, dot3);
       }
     }
+    out[0] = hn::GetLane(hn::SumOfLanes(d, dot0));
+    if constexpr (kRows > 1) out[kBlock] = hn::GetLane(hn::SumOfLanes(d, dot1));
+    if constexpr (kRows > 2) {
+      out[2 * kBlock] = hn::GetLane(hn::SumOfLanes(d, dot2));
+      out[3 * kBlock] = hn::GetLane(hn::SumOfLanes(d, dot3));
+    }
+  }
+
+  // The visible logits of row r: a -inf bias hides the key whatever its
+  // logit holds; a logit that is not finite (NaN or Inf in q, k or the bias)
+  // poisons the row (and becomes -inf, keeping its sums finite: the row's
+  // output is NaN anyway).
+  void FinishLogits(std::size_t r, float* s, const float* bias,
+                    std::size_t visible) {
+    const FloatTag d;
+    const std::size_t lanes = hn::Lanes(d);
+    const FloatVec neg_inf = hn::Set(d, kNegInf);
+    const FloatVec log2e = hn::Set(d, kLog2e);
+    auto seen = hn::FirstN(d, 0), bad = hn::FirstN(d, 0);
+    for (std::size_t j = 0; j < visible; j += lanes) {
+      const auto valid = hn::FirstN(d, visible - j);
+      RowTail scores_tail, bias_tail;
+      const bool whole = j + lanes <= visible;
+      FloatVec x = whole ? hn::LoadU(d, s + j)
+                         : scores_tail.Load(s + j, visible - j, 0.0f);
+      auto hidden = hn::Not(valid);
+      if (bias) {
+        const FloatVec b = whole ? hn::LoadU(d, bias + j)
+                                 : bias_tail.Load(bias + j, visible - j, 0.0f);
+        hidden = hn::Or(hidden, hn::Eq(b, neg_inf));
+        x = hn::MulAdd(b, log2e, x);
+      }
+      const auto finite = hn::IsFinite(x);
+      seen = hn::Or(seen, hn::Not(hidden));
+      bad = hn::Or(bad, hn::AndNot(hidden, hn::Not(finite)));
+      x = hn::IfThenElse(hn::Or(hidden, hn::Not(finite)), neg_inf, x);
+      if (whole) {
+        hn::StoreU(x, d, s + j);
+      } else {
+        scores_tail.Store(x, s + j, visible - j);
+      }
+    }
+    if (!hn::AllFalse(d, seen)) saw_key_[r] = 1;
+    if (!hn::AllFalse(d, bad)) poisoned_[r] = 1;
   }
 
   // The online softmax of row r over the block: p = 2^(s - max) in place,
@@ -195,29 +255,84 @@ class DecodeRange {
     if (correction != 1.0f) ScaleRow(outputs_ + r * dim_, dim_, correction);
   }
 
-  // O[r] += sum over visible j of p[r][j] v_{j0+j}. Keys outer, KV heads
-  // inner, as for the logits; the V rows of a block holding NaN or Inf skip
-  // the keys each row does not see.
+  // O[r] += sum over j of p[r][j] v_{j0+j} (p is 0 where the row does not
+  // see the key). Per KV head, the rows of its group in chunks of 4 and
+  // head_dim in pairs of vectors, summed over the block in registers: each V
+  // row is loaded once for the chunk, and O once per block. A sum that is not
+  // finite is redone by the path that skips hidden keys, whose V may hold
+  // NaN or Inf (0 * Inf is NaN); a visible key's NaN comes back NaN.
   void AccumulateValues(std::size_t j0, std::size_t n) {
+    const std::size_t per_head = group_ * s_.q_len;
+    const std::size_t lanes = hn::Lanes(FloatTag());
+    for (std::size_t kv_head = 0; kv_head < s_.num_kv_heads; ++kv_head) {
+      const float* values = detail::ValueRow(a_, b_, kv_head, j0);
+      ForRowChunks(per_head, [&](auto rows, std::size_t first) {
+        constexpr std::size_t kRows = decltype(rows)::value;
+        const std::size_t r = kv_head * per_head + first;
+        std::size_t c = 0;
+        for (; c + 2 * lanes <= dim_; c += 2 * lanes) {
+          AddValues<kRows, 2>(r, values, j0, n, c);
+        }
+        if (c < dim_) AddValues<kRows, 1>(r, values, j0, n, c);
+      });
+    }
+  }
+
+  // Rows [r, r + kRows), columns [c, c + kVecs vectors) of the block's P V.
+  template <std::size_t kRows, std::size_t kVecs>
+  HWY_INLINE void AddValues(std::size_t r, const float* values, std::size_t j0,
+                            std::size_t n, std::size_t c) {
     const FloatTag d;
     const std::size_t lanes = hn::Lanes(d);
+    const std::size_t token = a_.v_layout.token;
+    const float* p = scores_ + r * kBlock;
+    FloatVec a0 = hn::Zero(d), a1 = hn::Zero(d), b0 = hn::Zero(d),
+             b1 = hn::Zero(d), c0 = hn::Zero(d), c1 = hn::Zero(d),
+             d0 = hn::Zero(d), d1 = hn::Zero(d);
     for (std::size_t j = 0; j < n; ++j) {
-      for (std::size_t kv_head = 0; kv_head < s_.num_kv_heads; ++kv_head) {
-        const float* value = detail::ValueRow(a_, b_, kv_head, j0 + j);
-        const bool finite = RowsAreFinite(value, 1, 0, dim_);
-        const std::size_t r0 = kv_head * group_ * s_.q_len;
-        for (std::size_t r = r0; r < r0 + group_ * s_.q_len; ++r) {
-          if (j0 + j >= end_[r]) continue;
-          if (!finite && detail::BiasHides(a_, Query(r), j0 + j)) continue;
-          const FloatVec p = hn::Set(d, scores_[r * kBlock + j]);
-          float* o = outputs_ + r * dim_;
-          for (std::size_t c = 0; c < dim_; c += lanes) {
-            hn::StoreU(
-                hn::MulAdd(p, hn::LoadU(d, value + c), hn::LoadU(d, o + c)), d,
-                o + c);
-          }
+      const float* v = values + j * token + c;
+      const FloatVec v0 = hn::LoadU(d, v);
+      const FloatVec v1 = kVecs > 1 ? hn::LoadU(d, v + lanes) : v0;
+      const FloatVec pa = hn::Set(d, p[j]);
+      a0 = hn::MulAdd(pa, v0, a0);
+      if constexpr (kVecs > 1) a1 = hn::MulAdd(pa, v1, a1);
+      if constexpr (kRows > 1) {
+        const FloatVec pb = hn::Set(d, p[kBlock + j]);
+        b0 = hn::MulAdd(pb, v0, b0);
+        if constexpr (kVecs > 1) b1 = hn::MulAdd(pb, v1, b1);
+      }
+      if constexpr (kRows > 2) {
+        const FloatVec pc = hn::Set(d, p[2 * kBlock + j]);
+        const FloatVec pd = hn::Set(d, p[3 * kBlock + j]);
+        c0 = hn::MulAdd(pc, v0, c0);
+        d0 = hn::MulAdd(pd, v0, d0);
+        if constexpr (kVecs > 1) {
+          c1 = hn::MulAdd(pc, v1, c1);
+          d1 = hn::MulAdd(pd, v1, d1);
         }
       }
+    }
+    auto add_row = [&](std::size_t row, FloatVec x0, FloatVec x1) {
+      float* o = outputs_ + row * dim_ + c;
+      const auto finite = kVecs > 1
+                              ? hn::And(hn::IsFinite(x0), hn::IsFinite(x1))
+                              : hn::IsFinite(x0);
+      if (!hn::AllTrue(d, finite)) {
+        detail::AddVisibleValues(a_, b_, Head(row) / group_, Query(row), j0,
+                                 Visible(row, j0, n), scores_ + row * kBlock,
+                                 outputs_ + row * dim_, c, c + kVecs * lanes);
+        return;
+      }
+      hn::StoreU(hn::Add(hn::LoadU(d, o), x0), d, o);
+      if constexpr (kVecs > 1) {
+        hn::StoreU(hn::Add(hn::LoadU(d, o + lanes), x1), d, o + lanes);
+      }
+    };
+    add_row(r, a0, a1);
+    if constexpr (kRows > 1) add_row(r + 1, b0, b1);
+    if constexpr (kRows > 2) {
+      add_row(r + 2, c0, c1);
+      add_row(r + 3, d0, d1);
     }
   }
 

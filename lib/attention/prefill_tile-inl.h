@@ -337,7 +337,8 @@ class PrefillTile {
       }
       for (std::size_t j = 0; j < n; ++j) p[j] = ScoreRow(j)[r];
       detail::AddVisibleValues(a_, task_.b, task_.kv_head, task_.query(r), j0,
-                               detail::VisibleIn(end_[r], j0, n), p.data(), o);
+                               detail::VisibleIn(end_[r], j0, n), p.data(), o,
+                               0, dim_);
     }
   }
 

@@ -109,21 +109,19 @@ inline float* WeightsRow(const AttentionArgs& a, std::size_t b,
   return a.weights + ((b * s.num_heads + head) * s.q_len + query) * s.kv_len;
 }
 
-// values[c] += p[j - j0] * V(j, c) over the keys j in [j0, j0 + n) that
-// query position `query` sees (n stops at its visible end), skipping hidden
-// ones outright: the path for blocks of V that hold NaN or Inf, where a
-// tiled product's 0 * Inf for a hidden key would poison rows that never see
-// it. Rare, so plain scalar code.
+// values[c] += p[j - j0] * V(j, c), c in [c0, c1), over the keys j in
+// [j0, j0 + n) that query position `query` sees (n stops at its visible
+// end), skipping hidden ones outright: the path for blocks of V that hold
+// NaN or Inf, where a tiled product's 0 * Inf for a hidden key would poison
+// rows that never see it. Rare, so plain scalar code.
 inline void AddVisibleValues(const AttentionArgs& a, std::size_t b,
                              std::size_t kv_head, std::size_t query,
                              std::size_t j0, std::size_t n, const float* p,
-                             float* values) {
+                             float* values, std::size_t c0, std::size_t c1) {
   for (std::size_t j = j0; j < j0 + n; ++j) {
     if (BiasHides(a, query, j)) continue;
     const float* v = ValueRow(a, b, kv_head, j);
-    for (std::size_t c = 0; c < a.shape.head_dim; ++c) {
-      values[c] += p[j - j0] * v[c];
-    }
+    for (std::size_t c = c0; c < c1; ++c) values[c] += p[j - j0] * v[c];
   }
 }
 
