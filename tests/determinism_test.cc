@@ -30,6 +30,15 @@ TEST_P(DeterminismTest, Sgemm) {
   });
 }
 
+TEST_P(DeterminismTest, SgemmMatrixVectorWithSplitDepth) {
+  const std::size_t n = 100, k = 5000;
+  const std::vector<float> a = RandomVector(k, 11), b = RandomVector(k * n, 12);
+  ExpectSameOnOneAndTwoThreads(n, [&](float* c) {
+    mha::sgemm(mha::Transpose::No, mha::Transpose::No, 1, n, k, 1.0f, a.data(),
+               k, b.data(), n, 0.0f, c, n);
+  });
+}
+
 TEST_P(DeterminismTest, Softmax) {
   const std::vector<float> x = RandomVector(300 * 999, 3, -10, 10);
   ExpectSameOnOneAndTwoThreads(x.size(), [&](float* y) {

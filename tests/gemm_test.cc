@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "lib/gemm/gemm_args.h"
 #include "reference.h"
 #include "test_util.h"
 
@@ -82,6 +83,34 @@ TEST_P(GemmTest, MatrixVectorShapes) {  // few rows: B streamed by column chunks
   for (std::size_t m : {1, 2, 3, 4, 5}) {
     for (int t = 0; t < 4; ++t) Check(m, 4100, 33, t & 1, t & 2, 0.75f, 0.5f);
     Check(m, 7, 300, false, false, 1.0f, 0.0f);
+  }
+}
+
+// Sizes on both sides of every blocking boundary of the target in force:
+// the register tile's rows (with the 8/4/2/1-row tiles of ragged panels)
+// and columns, the depth of a slice kc and the task width nc; each product
+// with beta and alpha, A and B in place or packed, and all transposes.
+TEST_P(GemmTest, EveryBlockingBoundary) {
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  const std::size_t mr = p.tile_rows, nr = p.tile_cols;
+  for (std::size_t m : {mr - 1, mr + 1, 2 * mr + 7, 4 * mr + 1}) {
+    for (std::size_t n : {nr - 1, nr + 1, 4 * nr, p.nc + 1}) {
+      for (std::size_t k : {p.kc - 1, p.kc + 1}) {
+        const int t = static_cast<int>(m + n + k) % 4;  // vary transposes
+        Check(m, n, k, t & 1, t & 2, 0.5f, 0.25f);
+      }
+    }
+  }
+  Check(2 * mr, 3 * nr, 2 * p.kc + 3, true, true, 1.0f, 0.0f);  // 3 slices
+  Check(4 * mr + 3, p.nc + nr + 5, 7, false, false, 1.0f, 1.0f);
+}
+
+// Products of at most 4 rows stream B; when there are too few column chunks
+// for the cores, k is split in fixed ranges added in order.
+TEST_P(GemmTest, MatrixVectorWithSplitDepth) {
+  for (std::size_t m : {1, 3}) {
+    Check(m, 40, 3000, false, false, 1.0f, 0.5f);
+    Check(m, 2053, 1100, m == 3, false, 0.75f, 0.0f);
   }
 }
 

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/gemm/gemm_args.h"
 #include "reference.h"
 #include "test_util.h"
 
@@ -218,7 +219,45 @@ TEST_P(LayerTest, SeedConstructorIsDeterministicAndCopiesAreIndependent) {
   EXPECT_EQ(moved.config().d_model, 64u);
 }
 
+// d_model past the depth of a GEMM slice (kc) and past a task's columns,
+// with biases, so that every projection's epilogue adds the bias on the
+// first slice only and the later slices accumulate.
+TEST_P(LayerTest, BiasesWithDModelBeyondTheDepthBlock) {
+  const std::size_t kc = mha::detail::GemmShapeParamsForTest().kc;
+  const std::size_t d = (kc + 8 + 7) / 8 * 8;
+  Check({d, 8, 2, true}, mha::WeightLayout::OutIn, 1, 3, 5, false, false, 1,
+        false);
+  Check({d, 8, 0, true}, mha::WeightLayout::InOut, 1, 4, 4, true, false, 0,
+        false);
+}
+
 MHA_INSTANTIATE_PER_TARGET(LayerTest);
+
+// One layer, its weights packed for the target in force at set_weights,
+// then run on every target in turn (each re-packs from the first packing on
+// first use) and back: every output against the double reference.
+TEST(LayerPacking, SetTargetBetweenCallsRepacksTheWeights) {
+  const mha::MultiHeadAttentionConfig c{96, 4, 2, true};
+  Model model(c, mha::WeightLayout::OutIn, 91);
+  const std::vector<float> x = RandomVector(2 * 7 * 96, 92);
+  const std::vector<double> want = ReferenceForward(
+      c, model.w, x.data(), x.data(), x.data(), 2, 7, 7, mha::AttentionMask{});
+  std::vector<std::string> order = mha::supported_targets();
+  order.push_back(order.front());  // back to the first packing
+  for (const std::string& target : order) {
+    mha::set_target(target);
+    std::vector<float> out(x.size(), kNaN);
+    model.layer.forward(x.data(), x.data(), x.data(), 2, 7, 7, out.data());
+    EXPECT_EQ(mha::last_kernel_target(), target);
+    EXPECT_LE(RelativeError("forward", out.data(), want.data(), out.size()),
+              kLayerTolerance)
+        << target;
+    mha::KVCache cache(c, 2, 7);
+    model.layer.forward_cached(x.data(), 2, 7, cache, out.data());
+    EXPECT_EQ(cache.length(), 7u);
+  }
+  mha::set_target("");
+}
 
 TEST(LayerErrors, InvalidConfigs) {
   ExpectInvalid("d_model (510) must be divisible by num_heads (8)", [] {

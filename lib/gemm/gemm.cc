@@ -20,6 +20,10 @@ void GemmKernel(const detail::GemmArgs& args) {
 
 std::size_t GemmPanelCols() { return TileCols(); }
 
+detail::GemmShapeParams GemmShapeParamsOfTarget() {
+  return {kTileRows, TileCols(), Blocking().kc, Blocking().nc};
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace mha
 HWY_AFTER_NAMESPACE();
@@ -31,6 +35,7 @@ HWY_AFTER_NAMESPACE();
 namespace mha {
 HWY_EXPORT(GemmKernel);
 HWY_EXPORT(GemmPanelCols);
+HWY_EXPORT(GemmShapeParamsOfTarget);
 
 namespace detail {
 void RunGemm(std::size_t target_index, const GemmArgs& args) {
@@ -38,6 +43,9 @@ void RunGemm(std::size_t target_index, const GemmArgs& args) {
 }
 std::size_t PanelCols(std::size_t target_index) {
   return MHA_CALL_TARGET(target_index, GemmPanelCols)();
+}
+GemmShapeParams GemmShapeParamsForTest() {
+  return MHA_CALL_TARGET(ChosenTargetIndex(), GemmShapeParamsOfTarget)();
 }
 }  // namespace detail
 

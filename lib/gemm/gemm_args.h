@@ -42,6 +42,13 @@ void RunGemm(std::size_t target_index, const GemmArgs& args);
 // a PackedB for that target must have.
 std::size_t PanelCols(std::size_t target_index);
 
+// The register tile and cache blocks of the target in force (for tests that
+// sweep sizes around every boundary).
+struct GemmShapeParams {
+  std::size_t tile_rows, tile_cols, kc, nc;
+};
+GemmShapeParams GemmShapeParamsForTest();
+
 }  // namespace mha::detail
 
 #endif  // MHA_LIB_GEMM_GEMM_ARGS_H_
