@@ -14,6 +14,7 @@
 #include <cstddef>
 #include <cstring>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "lib/gemm/tile_shape-inl.h"
 
@@ -41,6 +42,17 @@ class TileStore {
         ldc_(ldc),
         cols_(cols),
         bias_(e.column_bias ? e.column_bias + col0 : nullptr) {}
+
+  // Asks for the tile's rows of C ahead of its epilogue, which would
+  // otherwise wait on them (C is read on every slice after the first, and
+  // is usually far from L1).
+  void Prefetch(std::size_t rows) const {
+    const std::size_t lanes = hn::Lanes(FloatTag());
+    for (std::size_t r = 0; r < rows; ++r) {
+      hwy::Prefetch(c_ + r * ldc_);
+      hwy::Prefetch(c_ + r * ldc_ + lanes);
+    }
+  }
 
   void operator()(std::size_t r, FloatVec v0, FloatVec v1) const {
     const FloatTag d;

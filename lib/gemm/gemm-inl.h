@@ -90,6 +90,7 @@ HWY_INLINE void MultiplySliver(const AOperand& a, std::size_t rows,
   for (std::size_t j = 0; j * nr < nc; ++j) {
     const TileStore store(epilogue, c, ldc, j0 + j * nr,
                           std::min(nr, nc - j * nr));
+    store.Prefetch(rows);
     ForTilePieces(rows, [&](auto height, std::size_t first) {
       MultiplyTile<decltype(height)::value>(
           kc, a.Rows(first), b.Panel(j), b.step_stride,
