@@ -30,7 +30,8 @@ namespace {
 
 // Softmax of logits where hidden entries (those marked, and -inf) get 0 and
 // all hidden gives all zeros; a logit of a visible entry that is not finite
-// (NaN or Inf: exp(inf - inf) is NaN) makes every entry NaN.
+// (NaN or Inf: exp(inf - inf) is NaN) makes every visible entry NaN (hidden
+// ones stay exactly 0).
 std::vector<double> SoftmaxOf(const std::vector<double>& logits,
                               const std::vector<bool>& hidden) {
   const double kNegInf = -std::numeric_limits<double>::infinity();
@@ -38,8 +39,13 @@ std::vector<double> SoftmaxOf(const std::vector<double>& logits,
   for (std::size_t j = 0; j < logits.size(); ++j) {
     if (hidden[j] || logits[j] == kNegInf) continue;
     if (!std::isfinite(logits[j])) {
-      return std::vector<double>(logits.size(),
-                                 std::numeric_limits<double>::quiet_NaN());
+      std::vector<double> p(logits.size(), 0.0);
+      for (std::size_t i = 0; i < p.size(); ++i) {
+        if (!hidden[i] && logits[i] != kNegInf) {
+          p[i] = std::numeric_limits<double>::quiet_NaN();
+        }
+      }
+      return p;
     }
     max = std::max(max, logits[j]);
   }

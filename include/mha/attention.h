@@ -50,9 +50,11 @@ struct AttentionShape {
 // Hidden keys never count: a key hidden from a row (causal, kv_lengths, a
 // -inf bias) is never read into that row, so NaN or Inf in its K or V (an
 // engine's padded or unwritten cache slots) changes nothing there.
-// NaN propagates: NaN or Inf in a query row, or in the K or V of a key the
-// row sees, or a NaN or +inf bias of such a key, makes that row's output
-// (and its weights) NaN, never a silently clean value. Finite inputs whose
+// NaN propagates: NaN or Inf in a query row, in the K of a key the row
+// sees, or a NaN or +inf bias of such a key, makes that row's output and its
+// weights NaN (the weights of its hidden keys stay exactly 0); NaN or Inf in
+// the V of a key the row sees makes the output elements it reaches NaN, as
+// IEEE arithmetic would. Never a silently clean value. Finite inputs whose
 // logits overflow float (|scale * q.k| > 3.4e38) count as Inf.
 //
 // Without weights the kernel is fused (online softmax over key blocks): its

@@ -349,8 +349,16 @@ class PrefillTile {
     const std::size_t lanes = hn::Lanes(d);
     for (std::size_t r = 0; r < rows_; ++r) {
       float* w = detail::WeightsRow(a_, task_.b, task_.head(r), task_.query(r));
-      if (std::isnan(sum_[r]) || sum_[r] == 0.0f) {
-        std::fill(w, w + a_.shape.kv_len, std::isnan(sum_[r]) ? kNaN : 0.0f);
+      if (sum_[r] == 0.0f) {  // saw no key
+        std::fill(w, w + a_.shape.kv_len, 0.0f);
+        continue;
+      }
+      if (std::isnan(sum_[r])) {  // poisoned: NaN where it sees a key
+        for (std::size_t j = 0; j < a_.shape.kv_len; ++j) {
+          const bool hidden =
+              j >= end_[r] || detail::BiasHides(a_, task_.query(r), j);
+          w[j] = hidden ? 0.0f : kNaN;
+        }
         continue;
       }
       const std::size_t computed = keys_end_;
