@@ -8,10 +8,17 @@
 
 #include <tbb/blocked_range.h>
 #include <tbb/parallel_for.h>
+#include <tbb/task_arena.h>
 
 #include <cstddef>
 
 namespace mha::detail {
+
+// The threads of the caller's arena (oneTBB's default one outside any).
+// Work may be cut by it only where the cut cannot change a result.
+inline std::size_t ArenaThreads() {
+  return static_cast<std::size_t>(tbb::this_task_arena::max_concurrency());
+}
 
 // Below this many multiply-adds (or comparable units) in a whole call, a
 // fork and join costs more than it saves.

@@ -54,7 +54,7 @@ class TileStore {
     }
   }
 
-  void operator()(std::size_t r, FloatVec v0, FloatVec v1) const {
+  HWY_INLINE void operator()(std::size_t r, FloatVec v0, FloatVec v1) const {
     const FloatTag d;
     const std::size_t lanes = hn::Lanes(d);
     float* row = c_ + r * ldc_;
@@ -72,7 +72,8 @@ class TileStore {
 
  private:
   // alpha * acc (+ beta * the current values at `at`) (+ bias from column j).
-  FloatVec Combine(FloatVec acc, const float* at, std::size_t j) const {
+  HWY_INLINE FloatVec Combine(FloatVec acc, const float* at,
+                              std::size_t j) const {
     const FloatTag d;
     FloatVec x = hn::Mul(hn::Set(d, e_.alpha), acc);
     if (e_.read_c) x = hn::MulAdd(hn::Set(d, e_.beta), hn::LoadU(d, at), x);

@@ -91,6 +91,10 @@ HWY_INLINE void MultiplySliver(const AOperand& a, std::size_t rows,
     const TileStore store(epilogue, c, ldc, j0 + j * nr,
                           std::min(nr, nc - j * nr));
     store.Prefetch(rows);
+    if (rows == kTileRows) {  // the common case, without the pieces' wrapper
+      MultiplyTile<kTileRows>(kc, a, b.Panel(j), b.step_stride, store);
+      continue;
+    }
     ForTilePieces(rows, [&](auto height, std::size_t first) {
       MultiplyTile<decltype(height)::value>(
           kc, a.Rows(first), b.Panel(j), b.step_stride,
@@ -161,15 +165,18 @@ inline void ScaleOnly(const detail::GemmArgs& g) {
 
 // The task grid of a slice: column blocks of at most nc (each task packs its
 // B block once and sweeps every A sliver of its rows past it), split further
-// -- columns first, in whole panels, then rows, in whole tiles -- while
-// there are fewer than kTasksWanted tasks of at least kMinTaskWork
-// multiply-adds. A function of the shape only.
+// -- columns first, in whole panels, then rows, in whole tiles -- while there
+// are fewer than two tasks per thread of the caller's arena, each of at
+// least kMinTaskWork multiply-adds. How C is cut does not change any of its
+// elements (each is the same sequence of FMAs in any task), so the grid may
+// follow the thread count; only k must not be split.
 struct GemmGrid {
   std::size_t mc, nc, row_blocks, col_blocks;
 
   explicit GemmGrid(const detail::GemmArgs& g) {
-    constexpr std::size_t kTasksWanted = 8;
     constexpr double kMinTaskWork = 1 << 20;
+    const std::size_t threads = detail::ArenaThreads();
+    const std::size_t tasks_wanted = threads > 1 ? 2 * threads : 1;
     const std::size_t nr = TileCols();
     mc = RoundUp(g.m, kTileRows);
     nc = std::min(RoundUp(g.n, nr), Blocking().nc);
@@ -177,7 +184,7 @@ struct GemmGrid {
       row_blocks = (g.m + mc - 1) / mc;
       col_blocks = (g.n + nc - 1) / nc;
       const double task_work = double(mc) * nc * std::min(g.k, Blocking().kc);
-      if (row_blocks * col_blocks >= kTasksWanted ||
+      if (row_blocks * col_blocks >= tasks_wanted ||
           task_work < 2 * kMinTaskWork) {
         break;
       }
