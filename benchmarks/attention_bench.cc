@@ -176,6 +176,7 @@ void BM_AttentionComposedOneDNN(benchmark::State& state) {
     }
   });
   Report(state, p.Flops(), p.Bytes(), OneDnnLabel());
+  LetPeerThreadsIdle();
 }
 BENCHMARK(BM_AttentionComposedOneDNN)->Apply(ComposedArgs)->UseRealTime();
 #endif

@@ -78,6 +78,7 @@ void BM_SgemmOpenBLAS(benchmark::State& state) {
                 trans_b ? k : n, 0.0f, c, n);
   });
   state.SetLabel(OpenBlasLabel());
+  LetPeerThreadsIdle();
 }
 BENCHMARK(BM_SgemmOpenBLAS)->Apply(GemmShapes)->UseRealTime();
 #endif
@@ -91,6 +92,7 @@ void BM_SgemmOneDNN(benchmark::State& state) {
                             const float* a, const float* b,
                             float* c) { matmul.Run(a, b, c); });
   state.SetLabel(OneDnnLabel());
+  LetPeerThreadsIdle();
 }
 BENCHMARK(BM_SgemmOneDNN)->Apply(GemmShapes)->UseRealTime();
 #endif

@@ -25,6 +25,13 @@ void SetThreadBudget(int threads);
 // runs on: the budget, or 1 where it runs inside a parallel loop of its own.
 void SetPeerThreads(int threads);
 
+// Waits until the peers' threads have stopped spinning: OpenBLAS's keep
+// busy-waiting for about 2^28 cycles after a call, OpenMP's for its spin
+// count, and on a small machine they would take cores from whatever runs
+// next (mha's benchmarks, or the other peer's). Every peer benchmark calls it
+// after its timing loop.
+void LetPeerThreadsIdle();
+
 // "OpenBLAS 0.3.21 Cooperlake x2": version, the kernel family OpenBLAS chose
 // for this CPU (OPENBLAS_CORETYPE overrides it), threads.
 std::string OpenBlasLabel();
