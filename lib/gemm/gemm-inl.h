@@ -22,7 +22,6 @@
 #include <cstddef>
 
 #include "hwy/highway.h"
-#include "lib/common/buffer_pool.h"
 #include "lib/common/parallel.h"
 #include "lib/common/scratch.h"
 #include "lib/gemm/blocking-inl.h"
@@ -41,14 +40,11 @@ namespace HWY_NAMESPACE {
 // costs more than a second core saves there.
 constexpr double kGemmParallelWork = 1 << 18;
 
-// Reuse below which an operand is read in place rather than packed. A B
-// block serves one A sliver per kTileRows rows: packing it (a read and a
-// write of the block) costs about what 16 slivers lose reading B's rows in
-// place (measured: 128x512x512 on one thread went from 202 to 217 GFLOP/s
-// when B was read in place). An A sliver serves one B panel per TileCols()
-// columns, and is packed once for all tasks: 4 panels pay for it.
+// A B block serves one A sliver per kTileRows rows: packing it (a read and
+// a write of the block) costs about what 16 slivers lose reading B's rows
+// in place (measured: 128x512x512 on one thread went from 202 to 217 GFLOP/s
+// when B was read in place below that).
 constexpr std::size_t kPackBReuse = 16;
-constexpr std::size_t kPackAReuse = 4;
 
 // How one task reaches B's current kc x nc block: panel j at
 // first + j * panel_stride, step p at + p * step_stride.
@@ -112,18 +108,19 @@ HWY_INLINE void MultiplySliver(const AOperand& a, std::size_t rows,
 }
 
 // op(A)'s rows [i0, i0 + rows) and steps [p0, p0 + kc) as the micro-kernel
-// reads them: packed slivers (packed_a, all of A's rows for this slice, a
-// sliver every kTileRows rows), A^T in place (one step's rows are contiguous
-// already), or A's own rows in place.
+// reads them, in place: A^T's steps hold contiguous rows already, and A's
+// rows are broadcast from where they lie. A is never packed: transposing a
+// sliver costs more than the kernel saves by reading it contiguously
+// (4096x512x512 on one thread: 2.3 ms of 12 spent packing A, 180 GFLOP/s
+// against 218 in place; A slivers stay in L1 across the panels of a block
+// either way).
 struct SliceOfA {
   const detail::GemmArgs& g;
-  const float* packed_a;  // null: read in place
   std::size_t p0, kc;
 
   template <class F>
   void With(std::size_t i0, F&& f) const {
     if (g.trans_a) return f(StepsA{g.a + p0 * g.lda + i0, g.lda});
-    if (packed_a) return f(StepsA{packed_a + i0 * kc, kTileRows});
     f(RowsA{g.a + i0 * g.lda + p0, g.lda});
   }
 };
@@ -142,20 +139,6 @@ inline void MultiplyBlock(const detail::GemmArgs& g, const SliceOfA& a,
                      epilogue);
     });
   }
-}
-
-// A's slivers for steps [p0, p0 + kc), all rows, packed in parallel.
-inline void PackA(const detail::GemmArgs& g, std::size_t p0, std::size_t kc,
-                  float* packed) {
-  const std::size_t slivers = (g.m + kTileRows - 1) / kTileRows;
-  detail::ForEachTask(
-      slivers, double(g.m) * g.n * g.k,
-      [&](std::size_t s) {
-        const std::size_t r0 = s * kTileRows;
-        PackPanel(packed + r0 * kc, kTileRows, g.a + r0 * g.lda + p0, g.lda, 1,
-                  std::min(kTileRows, g.m - r0), kc);
-      },
-      kGemmParallelWork);
 }
 
 // C = beta * C (+ bias): the whole product when k == 0.
@@ -212,16 +195,9 @@ inline void GemmBlocked(const detail::GemmArgs& g) {
   if (SuitsGemv(g)) return Gemv(g);
   const GemmGrid grid(g);
   const std::size_t kc_max = Blocking().kc;
-  // A sliver serves every B panel of the product: pack A once per slice,
-  // shared by all tasks, unless there are too few panels to pay for it.
-  const bool pack_a = !g.trans_a && g.n >= kPackAReuse * TileCols();
-  detail::PooledBuffer packed_a(
-      pack_a ? RoundUp(g.m, kTileRows) * std::min(kc_max, g.k) : 0);
   const GemmEpilogue first{g.alpha, g.beta, g.beta != 0.0f, g.column_bias};
   for (std::size_t p0 = 0; p0 < g.k; p0 += kc_max) {
-    const SliceOfA a{g, pack_a ? packed_a.get() : nullptr, p0,
-                     std::min(kc_max, g.k - p0)};
-    if (pack_a) PackA(g, p0, a.kc, packed_a.get());
+    const SliceOfA a{g, p0, std::min(kc_max, g.k - p0)};
     const GemmEpilogue epilogue = p0 == 0 ? first : first.Accumulating();
     detail::ForEachTask(
         grid.tasks(), double(g.m) * g.n * g.k,
