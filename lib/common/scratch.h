@@ -9,7 +9,6 @@ namespace mha::detail {
 
 // Buffers a leaf task may hold at once; each slot is a distinct buffer.
 enum class ScratchSlot {
-  kGemmA,        // a packed A sliver of the GEMM
   kGemmB,        // a packed B block of the GEMM
   kQueryPanels,  // an attention task's queries, scaled (Q^T panels)
   kScoresT,      // its logits, then probabilities, of one key block
