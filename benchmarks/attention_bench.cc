@@ -19,7 +19,10 @@ void Shapes(benchmark::internal::Benchmark* b) {
       {2, 8, 8, 10, 10, 64, 0},        // the seed's shape
       {1, 25, 25, 1024, 1024, 64, 0},  // PyTorch flash-attention RFC shape
       {1, 25, 25, 1024, 1024, 64, 1},
+      {1, 8, 8, 4096, 4096, 64, 0},  // the prefill core of S5
+      {1, 8, 8, 4096, 4096, 64, 1},
       {4, 16, 16, 512, 512, 64, 1},  // batched causal prefill
+      {1, 32, 32, 1, 2048, 128, 0},  // the decode core of d4096 h32
       {1, 32, 8, 1, 4096, 128, 0},   // GQA decode, long context
       {8, 32, 32, 1, 2048, 128, 0},  // batched decode
   };

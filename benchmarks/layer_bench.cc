@@ -1,94 +1,445 @@
-// The layer: forward at the seed's shape and at model sizes, and one decode
-// step of forward_cached against a long cache.
+// The layer, the API users call: forward at the shapes of issue 8 (S1-S6,
+// with separate inputs and as self-attention) and one decode step of
+// forward_cached over a long cache, on 1 and all threads, against the
+// compositions users build from the peers in the same binary:
+//   oneDNN: matmul primitives (weights reordered once, as ours are packed)
+//     around a batched matmul, the softmax primitive and a batched matmul;
+//   OpenBLAS: cblas_sgemm (and, for one token, cblas_sgemv) around
+//     mha::softmax, its calls spread over row blocks and heads on oneTBB.
+// Rates: GFLOP/s of the multiply-adds (projections of Q, K, V and the
+// output, Q K^T, P V); GB/s of weights and cache read, for decode steps.
+#include <tbb/parallel_for.h>
+
+#include <cmath>
+#include <cstring>
+#include <string>
+#include <vector>
+
 #include "bench_util.h"
+#include "peers.h"
 
 namespace mha_bench {
 namespace {
 
-// A layer config from the benchmark's first three arguments.
-mha::MultiHeadAttentionConfig ConfigOf(const benchmark::State& state) {
-  return {std::size_t(state.range(0)), std::size_t(state.range(1)),
-          std::size_t(state.range(2)), false};
+// args: batch, q_len, kv_len, d_model, heads, kv_heads, self, threads
+struct LayerShape {
+  std::size_t batch, q_len, kv_len, d, heads, kv_heads;
+  bool self;
+  int threads;
+
+  explicit LayerShape(const benchmark::State& s)
+      : batch(s.range(0)),
+        q_len(s.range(1)),
+        kv_len(s.range(2)),
+        d(s.range(3)),
+        heads(s.range(4)),
+        kv_heads(s.range(5)),
+        self(s.range(6) != 0),
+        threads(static_cast<int>(s.range(7))) {}
+  std::size_t head_dim() const { return d / heads; }
+  std::size_t kv_dim() const { return kv_heads * head_dim(); }
+  double Flops() const {
+    const double q_rows = double(batch) * q_len,
+                 kv_rows = double(batch) * kv_len;
+    return 2.0 * q_rows * d * d + 2.0 * kv_rows * d * 2 * kv_dim() +
+           4.0 * batch * heads * q_len * kv_len * head_dim() +
+           2.0 * q_rows * d * d;
+  }
+};
+
+void ForwardShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"b", "q", "kv", "d", "h", "kvh", "self", "t"});
+  const std::vector<std::vector<int64_t>> shapes = {
+      {2, 10, 10, 512, 8, 8},         // S1, the seed documents' example
+      {1, 128, 128, 512, 8, 8},       // S2
+      {8, 128, 128, 768, 12, 12},     // S3
+      {1, 2048, 2048, 1024, 16, 16},  // S4
+      {1, 4096, 4096, 512, 8, 8},     // S5
+  };
+  for (std::vector<int64_t> shape : shapes) {
+    for (int self : {0, 1}) {
+      for (int threads : ThreadCounts()) {
+        std::vector<int64_t> args = shape;
+        args.push_back(self);
+        args.push_back(threads);
+        b->Args(args);
+      }
+    }
+  }
+  for (int threads : ThreadCounts()) {  // S6: one query over 2048 keys
+    b->Args({1, 1, 2048, 4096, 32, 32, 0, threads});
+  }
 }
 
-double LayerFlops(const mha::MultiHeadAttentionConfig& c, std::size_t rows,
-                  double attention_pairs) {
-  const double d = c.d_model, kv = c.num_kv_heads * (d / c.num_heads);
-  return 2.0 * rows * d * (d + 2 * kv) + 2.0 * rows * d * d +
-         4.0 * attention_pairs * d;
-}
+// The inputs of a forward call: query, key, value (one tensor, three times,
+// for self-attention), and the output.
+struct Inputs {
+  std::vector<float> query, key, value, out;
+  const float* k() const { return key.empty() ? query.data() : key.data(); }
+  const float* v() const { return value.empty() ? query.data() : value.data(); }
+  explicit Inputs(const LayerShape& s)
+      : query(RandomVector(s.batch * s.q_len * s.d, 4)),
+        out(s.batch * s.q_len * s.d) {
+    if (!s.self) {
+      key = RandomVector(s.batch * s.kv_len * s.d, 5);
+      value = RandomVector(key.size(), 6);
+    }
+  }
+};
 
-// args: d_model, heads, kv_heads, batch, seq
 void BM_Forward(benchmark::State& state) {
-  const mha::MultiHeadAttentionConfig c = ConfigOf(state);
-  const std::size_t batch = state.range(3), seq = state.range(4);
-  mha::MultiHeadAttention layer(c);
+  const LayerShape s(state);
+  mha::MultiHeadAttention layer({s.d, s.heads, s.kv_heads, false});
   layer.init_random(1);
-  const auto x = RandomVector(batch * seq * c.d_model, 4);
-  std::vector<float> out(x.size());
-  WithThreads(state.range(5), [&] {
+  Inputs in(s);
+  WithThreads(s.threads, [&] {
     for (auto _ : state) {
-      layer.forward(x.data(), x.data(), x.data(), batch, seq, seq, out.data());
-      benchmark::DoNotOptimize(out.data());
+      layer.forward(in.query.data(), in.k(), in.v(), s.batch, s.q_len, s.kv_len,
+                    in.out.data());
+      benchmark::DoNotOptimize(in.out.data());
     }
   });
-  Report(state, LayerFlops(c, batch * seq, double(batch) * seq * seq));
+  Report(state, s.Flops());
 }
-// args: d_model, heads, kv_heads, batch, seq (or context), threads
-void LayerShapes(benchmark::internal::Benchmark* b,
-                 const std::vector<std::vector<int64_t>>& shapes) {
-  for (std::vector<int64_t> shape : shapes) {
+BENCHMARK(BM_Forward)->Apply(ForwardShapes)->UseRealTime();
+
+// Random [in, out] weights of a layer, as a user holds them.
+struct Weights {
+  std::vector<float> q, k, v, o;
+  explicit Weights(const LayerShape& s)
+      : q(RandomVector(s.d * s.d, 7)),
+        k(RandomVector(s.d * s.kv_dim(), 8)),
+        v(RandomVector(s.d * s.kv_dim(), 9)),
+        o(RandomVector(s.d * s.d, 10)) {}
+};
+
+#ifdef MHA_HAVE_OPENBLAS
+// C[rows, n] = A[rows, k] B[k, n] with single-threaded cblas_sgemm calls,
+// blocks of 64 rows (or, for few rows, of 256 columns) in parallel on oneTBB.
+void ParallelSgemm(std::size_t rows, std::size_t n, std::size_t k,
+                   const float* a, std::size_t lda, const float* b,
+                   std::size_t ldb, float* c, std::size_t ldc) {
+  constexpr std::size_t kRows = 64, kCols = 256;
+  if (rows >= 2 * kRows) {
+    tbb::parallel_for(
+        std::size_t{0}, (rows + kRows - 1) / kRows, [&](std::size_t i) {
+          const std::size_t r0 = i * kRows;
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
+                      std::min(kRows, rows - r0), n, k, 1.0f, a + r0 * lda, lda,
+                      b, ldb, 0.0f, c + r0 * ldc, ldc);
+        });
+    return;
+  }
+  tbb::parallel_for(std::size_t{0}, (n + kCols - 1) / kCols,
+                    [&](std::size_t j) {
+                      const std::size_t c0 = j * kCols;
+                      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans,
+                                  rows, std::min(kCols, n - c0), k, 1.0f, a,
+                                  lda, b + c0, ldb, 0.0f, c + c0, ldc);
+                    });
+}
+
+// Attention per (sequence, head) in parallel: S = scale Q K^T, softmax,
+// O = P V, written into the context rows.
+void OpenBlasAttention(const LayerShape& s, const float* q, std::size_t ldq,
+                       const float* k, const float* v, std::size_t ldkv,
+                       float* scores, float* context) {
+  const std::size_t hd = s.head_dim(), group = s.heads / s.kv_heads;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  tbb::parallel_for(std::size_t{0}, s.batch * s.heads, [&](std::size_t bh) {
+    const std::size_t b = bh / s.heads, h = bh % s.heads;
+    const std::size_t kv_col = h / group * hd;
+    float* sc = scores + bh * s.q_len * s.kv_len;
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, s.q_len, s.kv_len, hd,
+                scale, q + b * s.q_len * ldq + h * hd, ldq,
+                k + b * s.kv_len * ldkv + kv_col, ldkv, 0.0f, sc, s.kv_len);
+    mha::softmax(sc, s.kv_len, sc, s.kv_len, s.q_len, s.kv_len);
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, s.q_len, hd,
+                s.kv_len, 1.0f, sc, s.kv_len, v + b * s.kv_len * ldkv + kv_col,
+                ldkv, 0.0f, context + b * s.q_len * s.d + h * hd, s.d);
+  });
+}
+
+void BM_ForwardOpenBLAS(benchmark::State& state) {
+  const LayerShape s(state);
+  const Weights w(s);
+  Inputs in(s);
+  const std::size_t q_rows = s.batch * s.q_len, kv_rows = s.batch * s.kv_len;
+  const std::size_t kv = s.kv_dim();
+  std::vector<float> q(q_rows * s.d), k(kv_rows * kv), v(kv_rows * kv);
+  std::vector<float> scores(s.batch * s.heads * s.q_len * s.kv_len);
+  std::vector<float> context(q_rows * s.d);
+  WithThreads(s.threads, [&] {
+    SetPeerThreads(1);  // OpenBLAS runs inside oneTBB's tasks, one each
+    for (auto _ : state) {
+      ParallelSgemm(q_rows, s.d, s.d, in.query.data(), s.d, w.q.data(), s.d,
+                    q.data(), s.d);
+      ParallelSgemm(kv_rows, kv, s.d, in.k(), s.d, w.k.data(), kv, k.data(),
+                    kv);
+      ParallelSgemm(kv_rows, kv, s.d, in.v(), s.d, w.v.data(), kv, v.data(),
+                    kv);
+      OpenBlasAttention(s, q.data(), s.d, k.data(), v.data(), kv, scores.data(),
+                        context.data());
+      ParallelSgemm(q_rows, s.d, s.d, context.data(), s.d, w.o.data(), s.d,
+                    in.out.data(), s.d);
+      benchmark::DoNotOptimize(in.out.data());
+    }
+  });
+  Report(state, s.Flops(), 0.0,
+         OpenBlasLabel() + " on oneTBB x" + std::to_string(s.threads) +
+             " + mha::softmax");
+}
+BENCHMARK(BM_ForwardOpenBLAS)->Apply(ForwardShapes)->UseRealTime();
+#endif
+
+#ifdef MHA_HAVE_ONEDNN
+// The layer as oneDNN primitives: matmuls for the projections (weights in
+// the layout oneDNN prefers, reordered once), a batched matmul for
+// scale * Q K^T over (batch, kv head, group) with K broadcast over the
+// group, the softmax primitive, a batched matmul for P V writing the context
+// rows, and the output matmul.
+class OneDnnLayer {
+ public:
+  OneDnnLayer(const LayerShape& s, const Weights& w) : s_(s) {
+    using dims = dnnl::memory::dims;
+    using D = dnnl::memory::dim;
+    const D B = s.batch, Lq = s.q_len, Lk = s.kv_len, d = s.d;
+    const D hd = s.head_dim(), kvh = s.kv_heads, g = s.heads / s.kv_heads;
+    const D kv = s.kv_dim();
+    q_ = Projection(B * Lq, d, d, w.q);
+    k_ = Projection(B * Lk, kv, d, w.k);
+    v_ = Projection(B * Lk, kv, d, w.v);
+    o_ = Projection(B * Lq, d, d, w.o);
+    // Q [B, Lq, d] as {B, kvh, g, Lq, hd}; K [B, Lk, kv] as {B, kvh, 1, hd,
+    // Lk} (transposed by strides); S dense {B, kvh, g, Lq, Lk}.
+    const auto f32 = dnnl::memory::data_type::f32;
+    q_md_ = dnnl::memory::desc(dims{B, kvh, g, Lq, hd}, f32,
+                               dims{Lq * d, g * hd, hd, d, 1});
+    kt_md_ = dnnl::memory::desc(dims{B, kvh, 1, hd, Lk}, f32,
+                                dims{Lk * kv, hd, hd, 1, kv});
+    s_md_ = dnnl::memory::desc(
+        dims{B, kvh, g, Lq, Lk}, f32,
+        dims{kvh * g * Lq * Lk, g * Lq * Lk, Lq * Lk, Lk, 1});
+    v_md_ = dnnl::memory::desc(dims{B, kvh, 1, Lk, hd}, f32,
+                               dims{Lk * kv, hd, hd, kv, 1});
+    ctx_md_ = q_md_;
+    dnnl::primitive_attr scaled;
+    scaled.set_output_scales(0, {1.0f / std::sqrt(static_cast<float>(hd))});
+    const dnnl::engine& engine = OneDnnContext::Get().engine;
+    scores_ = dnnl::matmul(dnnl::matmul::primitive_desc(
+        dnnl::matmul::desc(q_md_, kt_md_, s_md_), scaled, engine));
+    context_ = dnnl::matmul(dnnl::matmul::primitive_desc(
+        dnnl::matmul::desc(s_md_, v_md_, ctx_md_), engine));
+    softmax_ = dnnl::softmax_forward(dnnl::softmax_forward::primitive_desc(
+        dnnl::softmax_forward::desc(dnnl::prop_kind::forward_inference, s_md_,
+                                    4),
+        engine));
+    qp_.resize(B * Lq * d);
+    kp_.resize(B * Lk * kv);
+    vp_.resize(B * Lk * kv);
+    sp_.resize(B * s.heads * Lq * Lk);
+    cp_.resize(B * Lq * d);
+  }
+
+  void Forward(const float* query, const float* key, const float* value,
+               float* out) {
+    q_.Run(query, qp_.data());
+    k_.Run(key, kp_.data());
+    v_.Run(value, vp_.data());
+    Run(scores_, {{DNNL_ARG_SRC, Memory(q_md_, qp_.data())},
+                  {DNNL_ARG_WEIGHTS, Memory(kt_md_, kp_.data())},
+                  {DNNL_ARG_DST, Memory(s_md_, sp_.data())}});
+    const dnnl::memory scores = Memory(s_md_, sp_.data());
+    Run(softmax_, {{DNNL_ARG_SRC, scores}, {DNNL_ARG_DST, scores}});
+    Run(context_, {{DNNL_ARG_SRC, scores},
+                   {DNNL_ARG_WEIGHTS, Memory(v_md_, vp_.data())},
+                   {DNNL_ARG_DST, Memory(ctx_md_, cp_.data())}});
+    o_.Run(cp_.data(), out);
+  }
+
+ private:
+  // y[rows, n] = x[rows, k] W[k, n], W reordered once into the layout the
+  // primitive chose.
+  struct Matmul {
+    dnnl::matmul primitive;
+    dnnl::memory::desc x, y;
+    dnnl::memory weights;
+    void Run(const float* in, float* out) {
+      OneDnnLayer::Run(primitive,
+                       {{DNNL_ARG_SRC, Memory(x, const_cast<float*>(in))},
+                        {DNNL_ARG_WEIGHTS, weights},
+                        {DNNL_ARG_DST, Memory(y, out)}});
+    }
+  };
+  static Matmul Projection(dnnl::memory::dim rows, dnnl::memory::dim n,
+                           dnnl::memory::dim k, const std::vector<float>& w) {
+    using dims = dnnl::memory::dims;
+    using tag = dnnl::memory::format_tag;
+    const auto f32 = dnnl::memory::data_type::f32;
+    OneDnnContext& context = OneDnnContext::Get();
+    Matmul m;
+    m.x = dnnl::memory::desc(dims{rows, k}, f32, tag::ab);
+    m.y = dnnl::memory::desc(dims{rows, n}, f32, tag::ab);
+    const dnnl::memory::desc any(dims{k, n}, f32, tag::any);
+    const dnnl::matmul::primitive_desc pd(dnnl::matmul::desc(m.x, any, m.y),
+                                          context.engine);
+    m.primitive = dnnl::matmul(pd);
+    m.weights = dnnl::memory(pd.weights_desc(), context.engine);
+    dnnl::memory plain(dnnl::memory::desc(dims{k, n}, f32, tag::ab),
+                             context.engine, const_cast<float*>(w.data()));
+    dnnl::reorder(plain, m.weights).execute(context.stream, plain, m.weights);
+    context.stream.wait();
+    return m;
+  }
+  static dnnl::memory Memory(const dnnl::memory::desc& md, float* data) {
+    return dnnl::memory(md, OneDnnContext::Get().engine, data);
+  }
+  static void Run(const dnnl::primitive& p,
+                  const std::unordered_map<int, dnnl::memory>& args) {
+    OneDnnContext& context = OneDnnContext::Get();
+    p.execute(context.stream, args);
+    context.stream.wait();
+  }
+
+  LayerShape s_;
+  Matmul q_, k_, v_, o_;
+  dnnl::memory::desc q_md_, kt_md_, s_md_, v_md_, ctx_md_;
+  dnnl::matmul scores_, context_;
+  dnnl::softmax_forward softmax_;
+  std::vector<float> qp_, kp_, vp_, sp_, cp_;
+};
+
+void BM_ForwardOneDNN(benchmark::State& state) {
+  const LayerShape s(state);
+  SetPeerThreads(s.threads);  // before the primitives are made
+  const Weights w(s);
+  Inputs in(s);
+  OneDnnLayer layer(s, w);
+  WithThreads(s.threads, [&] {
+    for (auto _ : state) {
+      layer.Forward(in.query.data(), in.k(), in.v(), in.out.data());
+      benchmark::DoNotOptimize(in.out.data());
+    }
+  });
+  Report(state, s.Flops(), 0.0, OneDnnLabel());
+  LetPeerThreadsIdle();
+}
+BENCHMARK(BM_ForwardOneDNN)->Apply(ForwardShapes)->UseRealTime();
+#endif
+
+// One decode step: a token against a cache of `context` tokens, d4096 h32,
+// 32 or 8 KV heads. args: d_model, heads, kv_heads, context, threads.
+void DecodeShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"d", "h", "kvh", "ctx", "t"});
+  for (int kv_heads : {32, 8}) {
     for (int threads : ThreadCounts()) {
-      shape.push_back(threads);
-      b->Args(shape);
-      shape.pop_back();
+      b->Args({4096, 32, kv_heads, 2047, threads});
     }
   }
 }
 
-BENCHMARK(BM_Forward)
-    ->ArgNames({"d", "h", "kvh", "b", "seq", "t"})
-    ->Apply([](benchmark::internal::Benchmark* b) {
-      LayerShapes(b, {{512, 8, 8, 2, 10},  // the seed documents' example
-                      {1024, 16, 16, 1, 512},
-                      {2048, 16, 4, 4, 256}});
-    })
-    ->UseRealTime();
+struct DecodeShape {
+  std::size_t d, heads, kv_heads, context;
+  int threads;
+  explicit DecodeShape(const benchmark::State& s)
+      : d(s.range(0)),
+        heads(s.range(1)),
+        kv_heads(s.range(2)),
+        context(s.range(3)),
+        threads(static_cast<int>(s.range(4))) {}
+  std::size_t head_dim() const { return d / heads; }
+  std::size_t kv_dim() const { return kv_heads * head_dim(); }
+  // The bytes a step must read: the four weights and the whole cache.
+  double Bytes() const {
+    return 4.0 *
+           (2.0 * d * d + 2.0 * d * kv_dim() + 2.0 * (context + 1) * kv_dim());
+  }
+  double Flops() const {
+    return 2.0 * (2.0 * d * d + 2.0 * d * kv_dim()) +
+           4.0 * heads * (context + 1) * head_dim();
+  }
+};
 
-// One token per sequence against a cache holding `context` tokens.
 void BM_DecodeStep(benchmark::State& state) {
-  const mha::MultiHeadAttentionConfig c = ConfigOf(state);
-  const std::size_t batch = state.range(3), context = state.range(4);
+  const DecodeShape s(state);
+  const mha::MultiHeadAttentionConfig c{s.d, s.heads, s.kv_heads, false};
   mha::MultiHeadAttention layer(c);
   layer.init_random(1);
-  mha::KVCache prefilled(c, batch, context + 1);
-  const auto prompt = RandomVector(batch * context * c.d_model, 5);
+  mha::KVCache prefilled(c, 1, s.context + 1);
+  const auto prompt = RandomVector(s.context * s.d, 5);
   std::vector<float> out(prompt.size());
-  layer.forward_cached(prompt.data(), batch, context, prefilled, out.data());
-  const auto token = RandomVector(batch * c.d_model, 6);
+  layer.forward_cached(prompt.data(), 1, s.context, prefilled, out.data());
+  const auto token = RandomVector(s.d, 6);
   mha::KVCache cache = prefilled;
-  WithThreads(state.range(5), [&] {
+  WithThreads(s.threads, [&] {
     for (auto _ : state) {
       state.PauseTiming();
-      cache = prefilled;
+      cache = prefilled;  // back to `context` tokens
       state.ResumeTiming();
-      layer.forward_cached(token.data(), batch, 1, cache, out.data());
+      layer.forward_cached(token.data(), 1, 1, cache, out.data());
     }
   });
-  const double kv = c.num_kv_heads * (c.d_model / c.num_heads);
-  const double weight_bytes = 4.0 * c.d_model * (2 * c.d_model + 2 * kv);
-  const double cache_bytes = 4.0 * 2 * batch * (context + 1) * kv;
-  Report(state, LayerFlops(c, batch, double(batch) * (context + 1)),
-         weight_bytes + cache_bytes);
+  Report(state, s.Flops(), s.Bytes());
 }
-BENCHMARK(BM_DecodeStep)
-    ->ArgNames({"d", "h", "kvh", "b", "ctx", "t"})
-    ->Apply([](benchmark::internal::Benchmark* b) {
-      LayerShapes(b, {{1024, 16, 4, 1, 2048},
-                      {4096, 32, 8, 1, 4096},
-                      {2048, 16, 16, 8, 1024}});
-    })
-    ->UseRealTime();
+BENCHMARK(BM_DecodeStep)->Apply(DecodeShapes)->UseRealTime();
+
+#ifdef MHA_HAVE_OPENBLAS
+// y[n] = x[k] W[k, n] by single-threaded cblas_sgemv on column blocks of W
+// in parallel on oneTBB, each streaming its own columns.
+void ParallelSgemv(std::size_t n, std::size_t k, const float* x, const float* w,
+                   float* y) {
+  constexpr std::size_t kCols = 512;
+  tbb::parallel_for(
+      std::size_t{0}, (n + kCols - 1) / kCols, [&](std::size_t j) {
+        const std::size_t c0 = j * kCols;
+        cblas_sgemv(CblasRowMajor, CblasTrans, k, std::min(kCols, n - c0), 1.0f,
+                    w + c0, n, x, 1, 0.0f, y + c0, 1);
+      });
+}
+
+// The decode step as OpenBLAS users write it: sgemv projections, the new K
+// and V appended to a [tokens, kv_dim] cache, per head an sgemv for the
+// scores, mha::softmax and an sgemv for the context, an sgemv out.
+void BM_DecodeStepOpenBLAS(benchmark::State& state) {
+  const DecodeShape s(state);
+  const std::size_t d = s.d, kv = s.kv_dim(), hd = s.head_dim();
+  const std::size_t group = s.heads / s.kv_heads, n = s.context + 1;
+  const auto wq = RandomVector(d * d, 7), wk = RandomVector(d * kv, 8);
+  const auto wv = RandomVector(d * kv, 9), wo = RandomVector(d * d, 10);
+  std::vector<float> keys = RandomVector(n * kv, 11);
+  std::vector<float> values = RandomVector(n * kv, 12);
+  const auto token = RandomVector(d, 6);
+  std::vector<float> q(d), scores(s.heads * n), context(d), out(d);
+  const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
+  WithThreads(s.threads, [&] {
+    SetPeerThreads(1);  // OpenBLAS runs inside oneTBB's tasks, one each
+    for (auto _ : state) {
+      ParallelSgemv(d, d, token.data(), wq.data(), q.data());
+      ParallelSgemv(kv, d, token.data(), wk.data(),
+                    keys.data() + s.context * kv);
+      ParallelSgemv(kv, d, token.data(), wv.data(),
+                    values.data() + s.context * kv);
+      tbb::parallel_for(std::size_t{0}, s.heads, [&](std::size_t h) {
+        const std::size_t column = h / group * hd;
+        float* sc = scores.data() + h * n;
+        cblas_sgemv(CblasRowMajor, CblasNoTrans, n, hd, scale,
+                    keys.data() + column, kv, q.data() + h * hd, 1, 0.0f, sc,
+                    1);
+        mha::softmax(sc, n, sc, n, 1, n);
+        cblas_sgemv(CblasRowMajor, CblasTrans, n, hd, 1.0f,
+                    values.data() + column, kv, sc, 1, 0.0f,
+                    context.data() + h * hd, 1);
+      });
+      ParallelSgemv(d, d, context.data(), wo.data(), out.data());
+      benchmark::DoNotOptimize(out.data());
+    }
+  });
+  Report(state, s.Flops(), s.Bytes(),
+         OpenBlasLabel() + " on oneTBB x" + std::to_string(s.threads) +
+             " + mha::softmax");
+}
+BENCHMARK(BM_DecodeStepOpenBLAS)->Apply(DecodeShapes)->UseRealTime();
+#endif
 
 }  // namespace
 }  // namespace mha_bench
