@@ -22,6 +22,7 @@
 #include <cstddef>
 
 #include "hwy/highway.h"
+#include "lib/common/buffer_pool.h"
 #include "lib/common/parallel.h"
 #include "lib/common/scratch.h"
 #include "lib/gemm/blocking-inl.h"
@@ -108,22 +109,46 @@ HWY_INLINE void MultiplySliver(const AOperand& a, std::size_t rows,
 }
 
 // op(A)'s rows [i0, i0 + rows) and steps [p0, p0 + kc) as the micro-kernel
-// reads them, in place: A^T's steps hold contiguous rows already, and A's
-// rows are broadcast from where they lie. A is never packed: transposing a
-// sliver costs more than the kernel saves by reading it contiguously
-// (4096x512x512 on one thread: 2.3 ms of 12 spent packing A, 180 GFLOP/s
-// against 218 in place; A slivers stay in L1 across the panels of a block
-// either way).
+// reads them: A^T in place (one step's rows are contiguous already), A's
+// rows in place, or packed slivers (packed_a: all of A's rows for this
+// slice, a sliver every kTileRows rows).
+//
+// A is packed only when its slice serves many column blocks. Packing costs
+// about 0.5 ns a float (a transposing copy), and a sliver stays in L1 across
+// the panels of one block either way; but each block reads the slice again,
+// and with many blocks (a wide N) the streams of B and C have evicted it
+// from L3 by then, where 12 strided rows are slow to come back (2048 x 4096
+// x 4096, 16 blocks of 256 columns, one thread: 189 GFLOP/s in place, 211
+// packed). With fewer blocks the copy is the loss (2048^3, 8 blocks: 200
+// packed, 218-234 in place; 4096 x 512 x 512: 180 packed, 218 in place).
+constexpr std::size_t kPackAColBlocks = 16;
+
 struct SliceOfA {
   const detail::GemmArgs& g;
+  const float* packed_a;  // null: read in place
   std::size_t p0, kc;
 
   template <class F>
   void With(std::size_t i0, F&& f) const {
     if (g.trans_a) return f(StepsA{g.a + p0 * g.lda + i0, g.lda});
+    if (packed_a) return f(StepsA{packed_a + i0 * kc, kTileRows});
     f(RowsA{g.a + i0 * g.lda + p0, g.lda});
   }
 };
+
+// A's slivers for steps [p0, p0 + kc), all rows, packed in parallel.
+inline void PackA(const detail::GemmArgs& g, std::size_t p0, std::size_t kc,
+                  float* packed) {
+  const std::size_t slivers = (g.m + kTileRows - 1) / kTileRows;
+  detail::ForEachTask(
+      slivers, double(g.m) * g.n * g.k,
+      [&](std::size_t s) {
+        const std::size_t r0 = s * kTileRows;
+        PackPanel(packed + r0 * kc, kTileRows, g.a + r0 * g.lda + p0, g.lda, 1,
+                  std::min(kTileRows, g.m - r0), kc);
+      },
+      kGemmParallelWork);
+}
 
 // One task of one slice: rows [i0, i0 + mc) x columns [j0, j0 + nc) of C.
 inline void MultiplyBlock(const detail::GemmArgs& g, const SliceOfA& a,
@@ -195,9 +220,16 @@ inline void GemmBlocked(const detail::GemmArgs& g) {
   if (SuitsGemv(g)) return Gemv(g);
   const GemmGrid grid(g);
   const std::size_t kc_max = Blocking().kc;
+  const bool pack_a =
+      !g.trans_a &&
+      (g.n + Blocking().nc - 1) / Blocking().nc >= kPackAColBlocks;
+  detail::PooledBuffer packed_a(
+      pack_a ? RoundUp(g.m, kTileRows) * std::min(kc_max, g.k) : 0);
   const GemmEpilogue first{g.alpha, g.beta, g.beta != 0.0f, g.column_bias};
   for (std::size_t p0 = 0; p0 < g.k; p0 += kc_max) {
-    const SliceOfA a{g, p0, std::min(kc_max, g.k - p0)};
+    const SliceOfA a{g, pack_a ? packed_a.get() : nullptr, p0,
+                     std::min(kc_max, g.k - p0)};
+    if (pack_a) PackA(g, p0, a.kc, packed_a.get());
     const GemmEpilogue epilogue = p0 == 0 ? first : first.Accumulating();
     detail::ForEachTask(
         grid.tasks(), double(g.m) * g.n * g.k,
