@@ -103,6 +103,8 @@ TEST_P(GemmTest, EveryBlockingBoundary) {
   }
   Check(2 * mr, 3 * nr, 2 * p.kc + 3, true, true, 1.0f, 0.0f);  // 3 slices
   Check(4 * mr + 3, p.nc + nr + 5, 7, false, false, 1.0f, 1.0f);
+  // Wide enough (16 column blocks) that A's slices are packed, shared.
+  Check(mr + 5, 16 * p.nc + 5, p.kc + 3, false, false, 1.0f, 0.5f);
 }
 
 // Products of at most 4 rows stream B; when there are too few column chunks
