@@ -37,7 +37,10 @@ class Pool {
         return entry;
       }
     }
-    const std::size_t size = std::max<std::size_t>(count, 1);
+    // A power of two: a size that grows call by call (a decode step's
+    // states, one more key each time) finds its buffer again.
+    std::size_t size = 1;
+    while (size < count) size *= 2;
     return {hwy::AllocateAligned<float>(size), size};
   }
 

@@ -16,9 +16,12 @@ float* ThreadScratch(ScratchSlot slot, std::size_t count) {
       buffers;
   Buffer& buffer = buffers[static_cast<std::size_t>(slot)];
   if (buffer.size < count || !buffer.data) {
-    count = count == 0 ? 1 : count;  // Highway refuses empty allocations
-    buffer.data = hwy::AllocateAligned<float>(count);
-    buffer.size = count;
+    // A power of two (never 0: Highway refuses empty allocations), so that
+    // sizes growing call by call settle.
+    std::size_t size = 1;
+    while (size < count) size *= 2;
+    buffer.data = hwy::AllocateAligned<float>(size);
+    buffer.size = size;
   }
   return buffer.data.get();
 }

@@ -1,0 +1,122 @@
+// Steady-state forward and forward_cached allocate nothing: after a first
+// call (which sizes the per-thread scratch, the buffer pool and oneTBB's
+// task pools), further calls of the same shapes make no call to malloc, on
+// one thread and on two. Its own executable: it replaces malloc and its kin
+// for the whole process (the library's buffers, Highway's aligned
+// allocations, std::vector, oneTBB), counting them while `counting` is on.
+#include <gtest/gtest.h>
+#include <tbb/task_arena.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdlib>
+#include <vector>
+
+#include "mha/mha.h"
+
+extern "C" {
+void* __libc_malloc(std::size_t size);
+void* __libc_calloc(std::size_t count, std::size_t size);
+void* __libc_realloc(void* pointer, std::size_t size);
+void* __libc_memalign(std::size_t alignment, std::size_t size);
+}
+
+namespace {
+std::atomic<bool> counting{false};
+std::atomic<long> allocations{0};
+void Count() {
+  if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
+}
+}  // namespace
+
+extern "C" {
+void* malloc(std::size_t size) {
+  Count();
+  return __libc_malloc(size);
+}
+void* calloc(std::size_t count, std::size_t size) {
+  Count();
+  return __libc_calloc(count, size);
+}
+void* realloc(void* pointer, std::size_t size) {
+  Count();
+  return __libc_realloc(pointer, size);
+}
+void* aligned_alloc(std::size_t alignment, std::size_t size) {
+  Count();
+  return __libc_memalign(alignment, size);
+}
+int posix_memalign(void** out, std::size_t alignment, std::size_t size) {
+  Count();
+  *out = __libc_memalign(alignment, size);
+  return *out ? 0 : 12;  // ENOMEM
+}
+}
+
+namespace {
+
+// Runs call() to warm up (often enough that every thread of the arena has
+// run every kind of task once), then `repeats` times counting allocations.
+template <class Call>
+long AllocationsInSteadyState(int threads, Call&& call, int repeats = 5) {
+  long counted = 0;
+  tbb::task_arena arena(threads);
+  arena.execute([&] {
+    for (int i = 0; i < 20; ++i) call();
+    allocations = 0;
+    counting = true;
+    for (int i = 0; i < repeats; ++i) call();
+    counting = false;
+    counted = allocations.load();
+  });
+  return counted;
+}
+
+TEST(SteadyState, ForwardAllocatesNothing) {
+  mha::MultiHeadAttention layer({512, 8, 2, true});
+  layer.init_random(1);
+  std::vector<float> x(2 * 300 * 512, 0.25f), out(x.size());
+  for (int threads : {1, 2}) {
+    for (std::size_t len : {10, 300}) {  // the seed's shape; key blocks
+      EXPECT_EQ(AllocationsInSteadyState(threads,
+                                         [&] {
+                                           layer.forward(x.data(), x.data(),
+                                                         x.data(), 2, len, len,
+                                                         out.data());
+                                         }),
+                0)
+          << "threads " << threads << " len " << len;
+    }
+  }
+}
+
+TEST(SteadyState, ForwardCachedAllocatesNothing) {
+  const mha::MultiHeadAttentionConfig config{512, 8, 2, false};
+  mha::MultiHeadAttention layer(config);
+  layer.init_random(2);
+  mha::KVCache cache(config, 1, 1024);
+  std::vector<float> prompt(500 * 512, 0.5f), token(512, 0.5f), out(500 * 512);
+  layer.forward_cached(prompt.data(), 1, 500, cache, out.data());
+  for (int threads : {1, 2}) {
+    EXPECT_EQ(AllocationsInSteadyState(
+                  threads,
+                  [&] {
+                    layer.forward_cached(token.data(), 1, 1, cache, out.data());
+                  }),
+              0)
+        << "threads " << threads;
+  }
+}
+
+// The counter itself works: a vector's allocation is seen.
+TEST(SteadyState, TheCounterSeesAnAllocation) {
+  static float* volatile sink;
+  EXPECT_GT(AllocationsInSteadyState(1,
+                                     [] {
+                                       std::vector<float> v(1000);
+                                       sink = v.data();
+                                     }),
+            0);
+}
+
+}  // namespace
