@@ -55,16 +55,21 @@ int posix_memalign(void** out, std::size_t alignment, std::size_t size) {
 
 namespace {
 
-// Runs call() to warm up (often enough that every thread of the arena has
-// run every kind of task once), then `repeats` times counting allocations.
+// Runs call() until it has made no allocation ten times in a row (every
+// thread of the arena has then sized its scratch for every kind of task),
+// then counts the allocations of `repeats` more calls.
 template <class Call>
-long AllocationsInSteadyState(int threads, Call&& call, int repeats = 5) {
+long AllocationsInSteadyState(int threads, Call&& call, int repeats = 10) {
   long counted = 0;
   tbb::task_arena arena(threads);
   arena.execute([&] {
-    for (int i = 0; i < 20; ++i) call();
-    allocations = 0;
     counting = true;
+    for (int calls = 0, quiet = 0; quiet < 10 && calls < 400; ++calls) {
+      allocations = 0;
+      call();
+      quiet = allocations == 0 ? quiet + 1 : 0;
+    }
+    allocations = 0;
     for (int i = 0; i < repeats; ++i) call();
     counting = false;
     counted = allocations.load();
@@ -94,9 +99,13 @@ TEST(SteadyState, ForwardCachedAllocatesNothing) {
   const mha::MultiHeadAttentionConfig config{512, 8, 2, false};
   mha::MultiHeadAttention layer(config);
   layer.init_random(2);
-  mha::KVCache cache(config, 1, 1024);
-  std::vector<float> prompt(500 * 512, 0.5f), token(512, 0.5f), out(500 * 512);
-  layer.forward_cached(prompt.data(), 1, 500, cache, out.data());
+  // The cache grows a token a call; decode splits its keys in a range per
+  // 256, and a new range (at 1280 keys) would legitimately grow the buffer
+  // of their states: start well inside the span of 4 ranges.
+  mha::KVCache cache(config, 1, 2048);
+  std::vector<float> prompt(1030 * 512, 0.5f), token(512, 0.5f),
+      out(prompt.size());
+  layer.forward_cached(prompt.data(), 1, 1030, cache, out.data());
   for (int threads : {1, 2}) {
     EXPECT_EQ(AllocationsInSteadyState(
                   threads,

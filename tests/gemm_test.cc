@@ -15,22 +15,29 @@ using mha::Transpose;
 
 class GemmTest : public PerTarget {
  protected:
+  // A random rows x cols matrix with rows `stride` apart, NaN between them;
+  // the last row ends at its last element (where the guard page begins).
+  static std::vector<float> PaddedRandom(std::size_t rows, std::size_t cols,
+                                         std::size_t stride,
+                                         std::uint32_t seed) {
+    if (rows == 0) return {};
+    std::vector<float> matrix = RandomVector((rows - 1) * stride + cols, seed);
+    for (std::size_t i = 0; i + 1 < rows; ++i)
+      for (std::size_t p = cols; p < stride; ++p) matrix[i * stride + p] = kNaN;
+    return matrix;
+  }
+
   // Runs one product with leading dimensions padded by `pad` (padding NaN)
-  // and checks it against the reference; padding must stay untouched.
+  // and checks it against the reference; padding must stay untouched. Each
+  // operand ends at a guard page, so reading past its end crashes.
   void Check(std::size_t m, std::size_t n, std::size_t k, bool ta, bool tb,
              float alpha, float beta, std::size_t pad = 3) {
     const std::size_t a_rows = ta ? k : m, a_cols = ta ? m : k;
     const std::size_t b_rows = tb ? n : k, b_cols = tb ? k : n;
     const std::size_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
-    std::vector<float> a = RandomVector(a_rows * lda, 1),
-                       b = RandomVector(b_rows * ldb, 2);
-    std::vector<float> c = RandomVector(m * ldc, 3);
-    for (std::size_t i = 0; i < a_rows; ++i)
-      for (std::size_t p = a_cols; p < lda; ++p) a[i * lda + p] = kNaN;
-    for (std::size_t i = 0; i < b_rows; ++i)
-      for (std::size_t p = b_cols; p < ldb; ++p) b[i * ldb + p] = kNaN;
-    for (std::size_t i = 0; i < m; ++i)
-      for (std::size_t j = n; j < ldc; ++j) c[i * ldc + j] = kNaN;
+    GuardedFloats a(PaddedRandom(a_rows, a_cols, lda, 1));
+    GuardedFloats b(PaddedRandom(b_rows, b_cols, ldb, 2));
+    GuardedFloats c(PaddedRandom(m, n, ldc, 3));
     const std::vector<double> want =
         ReferenceGemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb,
                       beta, c.data(), ldc);
@@ -40,7 +47,7 @@ class GemmTest : public PerTarget {
     ExpectRanOnTarget();
     std::vector<float> got(m * n);
     for (std::size_t i = 0; i < m; ++i) {
-      for (std::size_t j = 0; j < ldc; ++j) {
+      for (std::size_t j = 0; j < ldc && i * ldc + j < c.size(); ++j) {
         if (j < n)
           got[i * n + j] = c[i * ldc + j];
         else

@@ -1,5 +1,8 @@
 #include "test_util.h"
 
+#include <sys/mman.h>
+#include <unistd.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -80,6 +83,23 @@ double RelativeErrorWithNaNs(const std::string& kernel, const float* got,
   return RelativeError(kernel, got_numbers.data(), want_numbers.data(),
                        got_numbers.size(), floor);
 }
+
+GuardedFloats::GuardedFloats(const std::vector<float>& values)
+    : size_(values.size()) {
+  const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));
+  const std::size_t data_pages = (size_ * sizeof(float) + page - 1) / page;
+  mapping_bytes_ = (data_pages + 1) * page;
+  mapping_ = mmap(nullptr, mapping_bytes_, PROT_READ | PROT_WRITE,
+                  MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (mapping_ == MAP_FAILED) throw std::runtime_error("mmap failed");
+  char* guard = static_cast<char*>(mapping_) + data_pages * page;
+  if (mprotect(guard, page, PROT_NONE) != 0)
+    throw std::runtime_error("mprotect failed");
+  data_ = reinterpret_cast<float*>(guard) - size_;
+  std::copy(values.begin(), values.end(), data_);
+}
+
+GuardedFloats::~GuardedFloats() { munmap(mapping_, mapping_bytes_); }
 
 void ExpectBitwiseEqual(const std::vector<float>& got,
                         const std::vector<float>& want) {

@@ -51,6 +51,27 @@ void ExpectInvalid(const std::string& fragment, Call&& call) {
   }
 }
 
+// A copy of `values` that ends exactly where an inaccessible page begins, so a
+// kernel reading or writing one element past the end crashes the test rather
+// than passing by luck (as an 8-byte over-read by a vectorized scalar kernel
+// once did, only when the heap put A at a page edge).
+class GuardedFloats {
+ public:
+  explicit GuardedFloats(const std::vector<float>& values);
+  ~GuardedFloats();
+  GuardedFloats(const GuardedFloats&) = delete;
+  GuardedFloats& operator=(const GuardedFloats&) = delete;
+  float* data() { return data_; }
+  float& operator[](std::size_t i) { return data_[i]; }
+  std::size_t size() const { return size_; }
+
+ private:
+  void* mapping_;
+  std::size_t mapping_bytes_;
+  float* data_;
+  std::size_t size_;
+};
+
 // Checks got == want bit for bit.
 void ExpectBitwiseEqual(const std::vector<float>& got,
                         const std::vector<float>& want);

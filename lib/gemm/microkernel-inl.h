@@ -62,13 +62,27 @@ struct RowsA {
   X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
 static_assert(kTileRows <= 12, "MHA_TILE_ROWS names 12 rows");
 
+// On the emulated targets GCC 12's SLP vectorizer packs the scalar tile of
+// a step into 4-lane products, and loads each pair of A (and of B) with a
+// movq + movhps whose upper half reads the *next* step, unused: at the last
+// step that reads 8 bytes past the end of A (valgrind; a segfault when A
+// ends at a page edge). These targets have no register tile to feed, so they
+// lose nothing by keeping the kernel out of line and unvectorized.
+#if (HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128) && \
+    HWY_COMPILER_GCC_ACTUAL
+#define MHA_TILE_KERNEL \
+  HWY_NOINLINE __attribute__((optimize("no-tree-vectorize")))
+#else
+#define MHA_TILE_KERNEL HWY_INLINE
+#endif
+
 // tile = sum over p < depth of A(r, p) * B(p, :), in order of p with one FMA
 // per step, so the result never depends on how work is split; then
 // epilogue(r, first vector, second vector) for each row r < kRows.
 template <std::size_t kRows, class AOperand, class Epilogue>
-HWY_INLINE void MultiplyTile(std::size_t depth, const AOperand& a,
-                             const float* HWY_RESTRICT b, std::size_t b_stride,
-                             Epilogue&& epilogue) {
+MHA_TILE_KERNEL void MultiplyTile(std::size_t depth, const AOperand& a,
+                                  const float* HWY_RESTRICT b,
+                                  std::size_t b_stride, Epilogue&& epilogue) {
   static_assert(kRows >= 1 && kRows <= kTileRows, "tile rows");
   const FloatTag d;
   const std::size_t lanes = hn::Lanes(d);
@@ -98,6 +112,7 @@ HWY_INLINE void MultiplyTile(std::size_t depth, const AOperand& a,
   MHA_TILE_ROWS(MHA_FINISH_ROW)
 #undef MHA_FINISH_ROW
 }
+#undef MHA_TILE_KERNEL
 
 // Covers rows [0, rows) with tiles of exact heights from a short list
 // (kTileRows, 8, 4, 2, 1: five kernels, not one per height), calling
