@@ -5,7 +5,7 @@ file(REMOVE_RECURSE "${WORK_DIR}")
 include(${CMAKE_CURRENT_LIST_DIR}/run_checked.cmake)
 
 run(${CMAKE_COMMAND} -S "${SUBPROJECT_DIR}" -B "${WORK_DIR}"
-    -DMHA_SOURCE_DIR=${MHA_SOURCE_DIR} -DCMAKE_CXX_COMPILER=${CXX_COMPILER}
+    -DMHA_SOURCE_DIR=${MHA_SOURCE_DIR} ${TOOLCHAIN}
     -DCMAKE_BUILD_TYPE=Release)
 run(${CMAKE_COMMAND} --build "${WORK_DIR}" --target help)
 foreach(unwanted mha_tests mha_benchmarks seed_demo)

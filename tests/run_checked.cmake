@@ -9,8 +9,9 @@ function(run)
   set(last_output "${out}" PARENT_SCOPE)
 endfunction()
 
+# EMULATOR (qemu when cross-compiling) runs the consumer if set.
 function(expect_consumer_runs consumer)
-  run("${consumer}")
+  run(${EMULATOR} "${consumer}")
   if(NOT last_output MATCHES "consumer ok")
     message(FATAL_ERROR "unexpected consumer output: ${last_output}")
   endif()

@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# Cross-builds mha for 64-bit Arm (aarch64) and runs its tests under
+# qemu-aarch64 on the CPUs our Arm users have:
+#   - a NEON-only core (Cortex-A72, as in Graviton 1 / Raspberry Pi 4): the
+#     whole suite, install tests included;
+#   - SVE at 128, 256, 512 and 2048 bits (qemu's "max" CPU, which has SVE2;
+#     128 as Graviton 4 and Neoverse V2, 256 as Graviton 3, 512 as A64FX,
+#     2048 the longest the architecture allows): every test of the kernels
+#     on each SVE target the CPU supports (SVE2, SVE, and SVE2_128 or
+#     SVE_256 at their vector lengths), and the tests not tied to a target.
+# Installs what it needs on Debian 12: the cross compiler, qemu-user and the
+# arm64 builds of Highway, oneTBB and GoogleTest (multiarch).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(g++-aarch64-linux-gnu qemu-user cmake libhwy-dev:arm64 libtbb-dev:arm64
+          libgtest-dev:arm64)
+missing=()
+for package in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
+    missing+=("$package")
+done
+if [ ${#missing[@]} -ne 0 ]; then
+  echo "run-tests-arm: installing ${missing[*]}"
+  sudo=""
+  [ "$(id -u)" -eq 0 ] || sudo="sudo"
+  export DEBIAN_FRONTEND=noninteractive
+  $sudo dpkg --add-architecture arm64
+  $sudo apt-get update -qq
+  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B build-arm -DCMAKE_BUILD_TYPE=Release -DMHA_BUILD_BENCHMARKS=OFF \
+  -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/toolchains/aarch64-linux-gnu.cmake"
+cmake --build build-arm -j2
+
+covered=""
+# run_on QEMU_CPU DESCRIPTION [ctest arguments]: the tests on one emulated CPU.
+run_on() {
+  local cpu=$1 description=$2
+  shift 2
+  local targets
+  targets=$(QEMU_CPU=$cpu qemu-aarch64 build-arm/examples/seed_demo |
+            sed -n 's/.*(supported: \(.*\))$/\1/p')
+  echo "run-tests-arm: ${description}: targets ${targets}"
+  QEMU_CPU=$cpu ctest --test-dir build-arm -j2 --output-on-failure "$@"
+  covered="${covered} ${targets}"
+}
+
+run_on cortex-a72 "Cortex-A72 (NEON), the whole suite"
+# The SVE vector length is set in bytes. The NEON and fallback targets'
+# code does not depend on it, and ran above, and so did the allocation tests
+# (about 100 s each under emulation): these runs take the SVE targets.
+for bytes in 16 32 64 256; do
+  run_on "max,sve-default-vector-length=${bytes}" \
+    "SVE at $((bytes * 8)) bits, the SVE targets' tests" \
+    -LE install -E '(/NEON|/SCALAR)$|^SteadyState[.]'
+done
+covered=$(echo "$covered" | tr ' ' '\n' | sort -u | tr '\n' ' ')
+echo "run-tests-arm: every test passed; targets run:${covered}"
+for wanted in NEON SVE SVE2; do
+  [[ " ${covered} " == *" ${wanted} "* ]] || { echo "run-tests-arm: ${wanted} never ran"; exit 1; }
+done
