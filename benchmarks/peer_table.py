@@ -1,52 +1,190 @@
 #!/usr/bin/env python3
-"""Turns a Google Benchmark JSON of mha_benchmarks (with aggregates) into the
-README's table of mha against its peers: median rate per benchmark, and the
-ratio of each mha row to the OpenBLAS row of the same shape.
+"""Measures mha against its peers and prints the README's performance tables.
 
-usage: peer_table.py RESULTS.json
+One process of mha_benchmarks runs every benchmark of the tables, mha's and
+the peers' (OpenBLAS, oneDNN), with repetitions in random interleaved order,
+so that all rates of a table share the same machine state; the tables show
+medians. OpenBLAS runs on the kernel it picks for this CPU: the environment
+variables that hold it to another (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE) are
+removed for this process. Four tables, each with every row, wins and losses:
+
+- SGEMM / GEMV: GFLOP/s (GB/s for M = 1), the fraction of the measured peak
+  (FMA, or DRAM read for M = 1), and ours / the best peer.
+- forward (the layer): GFLOP/s, fraction of the FMA peak (the compute floor),
+  and the best composition's time / ours (above 1: mha is faster).
+- decode step: GB/s of weights and cache read, fraction of the measured read
+  bandwidth, and the composition's time / ours.
+- attention core: fused mha attention against the composition of each peer's
+  matrix products around a softmax; ours / the best.
+
+usage: peer_table.py [--binary build/benchmarks/mha_benchmarks] [--reps 5]
+                     [--min-time 0.3] [--json results.json]
 """
+import argparse
 import json
-import sys
+import os
+import re
+import subprocess
+from collections import defaultdict
 
-NAMES = {"BM_Sgemm": "mha sgemm", "BM_SgemmOpenBLAS": "OpenBLAS sgemm",
-         "BM_SgemmOneDNN": "oneDNN matmul",
-         "BM_AttentionFused": "mha attention, fused",
-         "BM_AttentionWithWeights": "mha attention, weights returned",
-         "BM_AttentionComposedMha": "unfused: mha sgemm + softmax + sgemm",
-         "BM_AttentionComposedOpenBLAS": "unfused: OpenBLAS sgemm + softmax + sgemm",
-         "BM_AttentionComposedOneDNN": "unfused: oneDNN batched matmul + softmax + matmul"}
+PEERS = ("OpenBLAS", "OneDNN")
+GEMM = r"BM_Sgemm(OpenBLAS|OneDNN)?/m:(20/n:512|128/n:512|1024/n:768|1024/n:1024|2048/n:2048/k:2048" \
+       r"|2048/n:1024|4096/n:512|1/n:4096/k:4096|2048/n:2048/k:64|2048/n:64)/"
+LAYER = r"BM_Forward(OpenBLAS|OneDNN)?/|BM_DecodeStep(OpenBLAS)?/"
+CORE = r"BM_Attention(Fused|ComposedOpenBLAS|ComposedOneDNN)/b:1/h:(8|32)/kvh:(8|32)/q:(4096|1)/kv:(4096|2048)/d:(64|128)/causal:0/"
+PEAKS = r"BM_FmaPeak|BM_MemoryRead"
+# The layer shapes of the performance issue: S1 is the seed's example.
+LAYER_NAMES = {
+    f"b={b} q={q} kv={kv} d={d} h={h} kvh={h} self={self}":
+        f"{label} B{b} Lq{q} Lkv{kv} d{d} h{h}{', self' if self else ''}"
+    for label, b, q, kv, d, h in (("S1", 2, 10, 10, 512, 8), ("S2", 1, 128, 128, 512, 8),
+                                  ("S3", 8, 128, 128, 768, 12), ("S4", 1, 2048, 2048, 1024, 16),
+                                  ("S5", 1, 4096, 4096, 512, 8), ("S6", 1, 1, 2048, 4096, 32))
+    for self in (0, 1)}
+
+
+def parse_args():
+    here = os.path.dirname(os.path.abspath(__file__))
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--binary", default=os.path.join(here, "..", "build", "benchmarks",
+                                                    "mha_benchmarks"))
+    p.add_argument("--reps", type=int, default=5, help="interleaved repetitions (median)")
+    p.add_argument("--min-time", type=float, default=0.3, help="seconds per repetition")
+    p.add_argument("--json", help="also keep Google Benchmark's JSON here")
+    return p.parse_args()
+
+
+def measure(args):
+    """Runs the benchmarks; returns {name without /real_time: median counters}."""
+    env = dict(os.environ)
+    for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MHA_TARGET"):
+        env.pop(name, None)
+    command = [args.binary, f"--benchmark_filter={'|'.join((GEMM, LAYER, CORE, PEAKS))}",
+               "--benchmark_format=json", f"--benchmark_repetitions={args.reps}",
+               "--benchmark_report_aggregates_only=true",
+               f"--benchmark_min_time={args.min_time}",
+               "--benchmark_enable_random_interleaving=true"]
+    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(out)
+    data = json.loads(out)
+    medians = {b["run_name"].replace("/real_time", ""): b for b in data["benchmarks"]
+               if b.get("aggregate_name") == "median"}
+    return data["context"], medians
+
+
+def split(name):
+    """'BM_SgemmOneDNN/m:1/.../t:2' -> ('BM_Sgemm', 'OneDNN', 'm=1 ...', 2)."""
+    function, shape = name.split("/", 1)
+    peer = next((p for p in PEERS if function.endswith(p) and function != "BM_" + p), "")
+    base = function[: len(function) - len(peer)] if peer else function
+    base = base.replace("Composed", "Fused") if base.startswith("BM_AttentionComposed") else base
+    threads = int(re.search(r"(?:^|/)t:(\d+)", shape).group(1))
+    shape = re.sub(r"(?:^|/)t:\d+.*", "", shape).replace(":", "=").replace("/", " ")
+    return base, peer, LAYER_NAMES.get(shape, shape), threads
+
+
+def peaks(medians):
+    """{threads: (FMA GFLOP/s, read GB/s)} of this run."""
+    found = defaultdict(lambda: [0.0, 0.0])
+    for name, b in medians.items():
+        threads = int(re.search(r"/t:(\d+)", name).group(1))
+        if name.startswith("BM_FmaPeak"):
+            found[threads][0] = b["GFLOP/s"]
+        elif name.startswith("BM_MemoryRead"):
+            found[threads][1] = b["GB/s"]
+    return found
+
+
+def rows_of(medians, bases):
+    """{(base, shape, threads): {peer or '': median}} for the given functions."""
+    rows = defaultdict(dict)
+    for name, b in medians.items():
+        base, peer, shape, threads = split(name)
+        if base in bases:
+            rows[(base, shape, threads)][peer] = b
+    def natural(item):  # m=20 before m=128; then by threads
+        base, shape, threads = item[0]
+        return [int(x) if x.isdigit() else x for x in re.split(r"(\d+)", shape)], threads
+    return sorted(rows.items(), key=natural)
+
+
+def table(title, header, lines):
+    print(f"\n{title}\n")
+    print("| " + " | ".join(header) + " |")
+    print("|" + "---|" * len(header))
+    for line in lines:
+        print("| " + " | ".join(line) + " |")
+
+
+def rate_cell(b, unit, peak):
+    if b is None:
+        return "-"
+    return f"{b[unit]:.1f} ({100 * b[unit] / peak:.0f}%)" if peak else f"{b[unit]:.1f}"
 
 
 def main():
-    with open(sys.argv[1]) as f:
-        data = json.load(f)
-    medians = {}
-    for b in data["benchmarks"]:
-        if b.get("aggregate_name") != "median":
-            continue
-        name = b["run_name"].replace("/real_time", "")
-        if name.startswith(("BM_FmaPeak", "BM_MemoryRead")):
-            counter = "GFLOP/s" if name.startswith("BM_FmaPeak") else "GB/s"
-            print(f"{name.split('/')[0][3:]}: {b[counter]:.1f} {counter}")
-            continue
-        function, shape = name.split("/", 1)
-        rate, unit = (b["GFLOP/s"], "GFLOP/s")
-        if function.startswith("BM_Sgemm") and shape.startswith("m:1/"):
-            rate, unit = (b["GB/s"], "GB/s")
-        medians[(function, shape)] = (rate, unit)
-    print()
-    print("| shape | implementation | median | vs OpenBLAS |")
-    print("|---|---|---|---|")
-    order = list(NAMES)
-    shapes = sorted({s for _, s in medians}, key=lambda s: (s.startswith("b:"), len(s), s))
-    for shape in shapes:
-        rows = sorted(((f, medians[(f, s)]) for f, s in medians if s == shape),
-                      key=lambda row: order.index(row[0]) if row[0] in order else len(order))
-        peer = next((r for f, r in rows if "OpenBLAS" in f), None)
-        for function, (rate, unit) in rows:
-            ratio = f"{rate / peer[0]:.2f}x" if peer and "OpenBLAS" not in function else ""
-            print(f"| {shape.replace(':', '=').replace('/', ' ')} | {NAMES.get(function, function)} "
-                  f"| {rate:.1f} {unit} | {ratio} |")
+    args = parse_args()
+    context, medians = measure(args)
+    limits = peaks(medians)
+    print(f"{context.get('host_name', '')}: {context['num_cpus']} CPUs at "
+          f"{context['mhz_per_cpu']} MHz; caches "
+          + ", ".join(f"L{c['level']} {c['size'] // 1024} KiB" for c in context["caches"]
+                      if c["type"] != "Instruction"))
+    for threads, (fma, read) in sorted(limits.items()):
+        print(f"measured on {threads} thread(s): FMA peak {fma:.1f} GFLOP/s, "
+              f"DRAM read {read:.1f} GB/s")
+
+    lines = []
+    for (base, shape, threads), runs in rows_of(medians, {"BM_Sgemm"}):
+        unit = "GB/s" if shape.startswith("m=1 ") else "GFLOP/s"
+        peak = limits[threads][1 if unit == "GB/s" else 0]
+        best = max((runs[p][unit] for p in PEERS if p in runs), default=0)
+        ours = runs.get("")
+        ratio = f"{ours[unit] / best:.2f}" if ours and best else "-"
+        lines.append([shape.replace(" bt=1", " (B transposed)").replace(" bt=0", ""),
+                      str(threads), rate_cell(ours, unit, peak),
+                      rate_cell(runs.get("OpenBLAS"), unit, peak),
+                      rate_cell(runs.get("OneDNN"), unit, peak), ratio])
+    table(f"SGEMM: {unit_note('GFLOP/s (GB/s for m=1)')}",
+          ["shape", "threads", "mha", "OpenBLAS", "oneDNN", "mha / best peer"], lines)
+
+    for base, title, unit, limit in (
+            ("BM_Forward", "forward: GFLOP/s (% of FMA peak)", "GFLOP/s", 0),
+            ("BM_DecodeStep", "decode step: GB/s of weights and cache (% of DRAM read)",
+             "GB/s", 1)):
+        lines = []
+        for (_, shape, threads), runs in rows_of(medians, {base}):
+            peak = limits[threads][limit]
+            best = max((runs[p][unit] for p in PEERS if p in runs), default=0)
+            ours = runs.get("")
+            ratio = f"{ours[unit] / best:.2f}" if ours and best else "-"
+            lines.append([shape, str(threads), rate_cell(ours, unit, peak),
+                          rate_cell(runs.get("OpenBLAS"), unit, peak),
+                          rate_cell(runs.get("OneDNN"), unit, peak), ratio])
+        table(title, ["shape", "threads", "mha", "OpenBLAS composition",
+                      "oneDNN composition", "best peer time / mha time"], lines)
+
+    lines = []
+    for (_, shape, threads), runs in rows_of(medians, {"BM_AttentionFused"}):
+        decode = " q=1 " in f" {shape} "
+        unit, limit = ("GB/s", 1) if decode else ("GFLOP/s", 0)
+        peak = limits[threads][limit]
+        best = max((runs[p][unit] for p in PEERS if p in runs), default=0)
+        ours = runs.get("")
+        ratio = f"{ours[unit] / best:.2f}" if ours and best else "-"
+        lines.append([shape, str(threads), rate_cell(ours, unit, peak),
+                      rate_cell(runs.get("OpenBLAS"), unit, peak),
+                      rate_cell(runs.get("OneDNN"), unit, peak), ratio])
+    table("attention core: fused mha against matrix products + softmax; GFLOP/s "
+          "(GB/s for q=1), % of the peak",
+          ["shape", "threads", "mha fused", "OpenBLAS composition", "oneDNN composition",
+           "mha / best peer"], lines)
+
+
+def unit_note(text):
+    return f"{text}, % of the measured peak (DRAM read for m=1)"
 
 
 if __name__ == "__main__":
