@@ -46,11 +46,21 @@ enum MaskKind { kNone = 0, kCausal = 1, kLengths = 2, kBias = 4 };
 class AttentionTest : public PerTarget {
  protected:
   // Runs one problem and compares output (and weights) with the reference.
+  // With 16-bit K and V (kv_precision BF16 or F16), the 16-bit overload
+  // reads them rounded (the gaps' NaN stays NaN) and the reference computes
+  // on the same rounded values, widened: the fp32 bound must then hold.
   void Check(const mha::AttentionShape& s, int masks, bool with_weights,
-             float scale = 0.0f) {
+             float scale = 0.0f,
+             mha::Precision kv_precision = mha::Precision::F32) {
     StridedTensor q(s.batch, s.num_heads, s.q_len, s.head_dim, 21);
     StridedTensor k(s.batch, s.num_kv_heads, s.kv_len, s.head_dim, 22);
     StridedTensor v(s.batch, s.num_kv_heads, s.kv_len, s.head_dim, 23);
+    const std::vector<std::uint16_t> k16 = Stored(k.data, kv_precision),
+                                     v16 = Stored(v.data, kv_precision);
+    if (kv_precision != mha::Precision::F32) {
+      k.data = Widened(k16, kv_precision);
+      v.data = Widened(v16, kv_precision);
+    }
     StridedTensor out(s.batch, s.num_heads, s.q_len, s.head_dim, 24);
     std::fill(out.data.begin(), out.data.end(), kNaN);
     std::vector<std::int32_t> lengths(s.batch);
@@ -67,9 +77,16 @@ class AttentionTest : public PerTarget {
     std::vector<float> weights(
         with_weights ? s.batch * s.num_heads * s.q_len * s.kv_len : 0, kNaN);
 
-    mha::attention(s, q.data.data(), q.layout, k.data.data(), k.layout,
-                   v.data.data(), v.layout, out.data.data(), out.layout, mask,
-                   scale, with_weights ? weights.data() : nullptr);
+    float* w = with_weights ? weights.data() : nullptr;
+    if (kv_precision == mha::Precision::F32) {
+      mha::attention(s, q.data.data(), q.layout, k.data.data(), k.layout,
+                     v.data.data(), v.layout, out.data.data(), out.layout, mask,
+                     scale, w);
+    } else {
+      mha::attention(s, q.data.data(), q.layout, k16.data(), k.layout,
+                     v16.data(), v.layout, kv_precision, out.data.data(),
+                     out.layout, mask, scale, w);
+    }
     ExpectRanOnTarget();
 
     const double used_scale =
@@ -87,7 +104,8 @@ class AttentionTest : public PerTarget {
       if (!in_view[i])
         ASSERT_TRUE(std::isnan(out.data[i])) << "wrote outside the view";
     }
-    const std::string what = Describe(s, masks, with_weights);
+    const std::string what =
+        Describe(s, masks, with_weights) + " kv " + Name(kv_precision);
     const double tolerance = (s.head_dim + 64) * 0x1.0p-22;
     EXPECT_LE(
         RelativeError("attention", got.data(), want.out.data(), got.size()),
@@ -106,6 +124,32 @@ class AttentionTest : public PerTarget {
       if (want.weights[i] == 0.0)
         ASSERT_EQ(weights[i], 0.0f) << "hidden key weight; " << what;
     }
+  }
+
+  // The 16-bit bit patterns of `values` rounded to p (empty for F32).
+  static std::vector<std::uint16_t> Stored(const std::vector<float>& values,
+                                           mha::Precision p) {
+    std::vector<std::uint16_t> bits;
+    if (p == mha::Precision::F32) return bits;
+    for (float x : values) {
+      bits.push_back(p == mha::Precision::BF16 ? mha::to_bf16(x)
+                                               : mha::to_f16(x));
+    }
+    return bits;
+  }
+  static std::vector<float> Widened(const std::vector<std::uint16_t>& bits,
+                                    mha::Precision p) {
+    std::vector<float> values;
+    for (std::uint16_t b : bits) {
+      values.push_back(p == mha::Precision::BF16 ? mha::from_bf16(b)
+                                                 : mha::from_f16(b));
+    }
+    return values;
+  }
+  static std::string Name(mha::Precision p) {
+    return p == mha::Precision::F32    ? "F32"
+           : p == mha::Precision::BF16 ? "BF16"
+                                       : "F16";
   }
 
   static std::string Describe(const mha::AttentionShape& s, int masks, bool w) {
@@ -136,6 +180,28 @@ TEST_P(AttentionTest, ShapesMasksAndWeights) {
                       kCausal | kLengths | kBias}) {
       Check(s, masks, false);
       Check(s, masks, true);
+    }
+  }
+}
+
+// K and V stored in BF16 and F16 (the 16-bit overload): decode shapes (read
+// in 16 bits by the decode path, split key ranges included), prefill shapes
+// (widened a key block at a time; ragged head_dim, GQA, MQA), every mask,
+// with and without weights.
+TEST_P(AttentionTest, SixteenBitKeysAndValues) {
+  const mha::AttentionShape shapes[] = {
+      {2, 8, 2, 1, 300, 64},   // decode, GQA
+      {1, 4, 1, 1, 2100, 64},  // decode, split key ranges
+      {1, 3, 3, 3, 90, 32},    // decode, a short chunk
+      {1, 8, 2, 37, 300, 15},  // prefill, ragged head_dim
+      {2, 4, 1, 13, 517, 128},
+  };
+  for (mha::Precision p : {mha::Precision::BF16, mha::Precision::F16}) {
+    for (const mha::AttentionShape& s : shapes) {
+      for (int masks : {int{kNone}, kCausal | kLengths | kBias}) {
+        Check(s, masks, false, 0.0f, p);
+        Check(s, masks, true, 0.0f, p);
+      }
     }
   }
 }

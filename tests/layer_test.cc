@@ -16,7 +16,9 @@ namespace mha_test {
 namespace {
 
 // Random weights for a config, in [in, out] form, and the layer holding them
-// (given in `layout`).
+// (given in `layout`). With 16-bit weights the layer gets the fp32 weights
+// and rounds them itself; `w` (the reference's) holds them rounded, so that
+// the fp32 accuracy bound must hold against the reference.
 struct Model {
   mha::MultiHeadAttentionConfig config;
   ReferenceWeights w;
@@ -56,6 +58,9 @@ struct Model {
     }
     weights.layout = layout;
     layer.set_weights(weights);
+    for (std::vector<float>* m : {&w.w_q, &w.w_k, &w.w_v, &w.w_o}) {
+      *m = RoundedTo(c.weight_precision, *m);
+    }
   }
 
   static std::vector<float> Transposed(const std::vector<float>& m,
@@ -115,6 +120,60 @@ class LayerTest : public PerTarget {
                 kLayerTolerance);
     }
   }
+
+  // The normwise error of forward_cached fed a sequence in random chunks
+  // into a cache of `kv_precision`, against one causal forward(x, x, x)
+  // over it; the last chunk also goes to a copy of the cache, which must
+  // give the same outputs and leave the cache as it was.
+  double CachedAgainstCausalForward(const mha::MultiHeadAttentionConfig& c,
+                                    mha::Precision kv_precision,
+                                    std::size_t len, std::uint32_t seed) {
+    Model model(c, mha::WeightLayout::InOut, seed);
+    const std::size_t batch = 2, d = c.d_model;
+    const std::vector<float> x = RandomVector(batch * len * d, seed + 1);
+    std::vector<float> whole(batch * len * d);
+    mha::AttentionMask causal;
+    causal.causal = true;
+    model.layer.forward(x.data(), x.data(), x.data(), batch, len, len,
+                        whole.data(), causal);
+    mha::KVCache cache(c, batch, len, kv_precision);
+    EXPECT_EQ(cache.precision(), kv_precision);
+    std::vector<float> got(whole.size());
+    std::mt19937 engine(seed + 2);
+    for (std::size_t t = 0; t < len;) {
+      const std::size_t chunk =
+          std::min<std::size_t>(len - t, 1 + engine() % 9);
+      std::vector<float> in(batch * chunk * d), out(batch * chunk * d, kNaN);
+      for (std::size_t b = 0; b < batch; ++b)
+        std::copy_n(x.data() + (b * len + t) * d, chunk * d,
+                    in.data() + b * chunk * d);
+      if (t + chunk == len) {
+        mha::KVCache copy = cache;
+        std::vector<float> copied(out.size());
+        model.layer.forward_cached(in.data(), batch, chunk, copy,
+                                   copied.data());
+        EXPECT_EQ(copy.length(), len);
+        EXPECT_EQ(cache.length(), t);
+        model.layer.forward_cached(in.data(), batch, chunk, cache, out.data());
+        ExpectBitwiseEqual(copied, out);
+      } else {
+        model.layer.forward_cached(in.data(), batch, chunk, cache, out.data());
+      }
+      EXPECT_EQ(cache.length(), t + chunk);
+      for (std::size_t b = 0; b < batch; ++b)
+        std::copy_n(out.data() + b * chunk * d, chunk * d,
+                    got.data() + (b * len + t) * d);
+      t += chunk;
+    }
+    cache.clear();
+    EXPECT_EQ(cache.length(), 0u);
+    const std::vector<double> want(whole.begin(), whole.end());
+    const char* kernel = kv_precision == mha::Precision::F32 ? "forward_cached"
+                         : kv_precision == mha::Precision::BF16
+                             ? "forward_cached, bf16 cache"
+                             : "forward_cached, f16 cache";
+    return RelativeError(kernel, got.data(), want.data(), want.size());
+  }
 };
 
 TEST_P(LayerTest, SeedShapeSelfAttention) {
@@ -164,41 +223,7 @@ TEST_P(LayerTest, CacheInRandomChunksEqualsCausalForward) {
   for (const mha::MultiHeadAttentionConfig& c :
        {mha::MultiHeadAttentionConfig{32, 4, 0, true},
         mha::MultiHeadAttentionConfig{64, 8, 2, false}}) {
-    Model model(c, mha::WeightLayout::InOut, 51);
-    const std::size_t batch = 2, len = 37, d = c.d_model;
-    const std::vector<float> x = RandomVector(batch * len * d, 52);
-    std::vector<float> whole(batch * len * d);
-    mha::AttentionMask causal;
-    causal.causal = true;
-    model.layer.forward(x.data(), x.data(), x.data(), batch, len, len,
-                        whole.data(), causal);
-
-    mha::KVCache cache(c, batch, len);
-    std::mt19937 engine(53);
-    std::vector<double> want, got;
-    for (std::size_t t = 0; t < len;) {
-      const std::size_t chunk =
-          std::min<std::size_t>(len - t, 1 + engine() % 9);
-      std::vector<float> in(batch * chunk * d), out(batch * chunk * d, kNaN);
-      for (std::size_t b = 0; b < batch; ++b)
-        std::copy_n(x.data() + (b * len + t) * d, chunk * d,
-                    in.data() + b * chunk * d);
-      model.layer.forward_cached(in.data(), batch, chunk, cache, out.data());
-      EXPECT_EQ(cache.length(), t + chunk);
-      for (std::size_t b = 0; b < batch; ++b) {
-        for (std::size_t i = 0; i < chunk * d; ++i) {
-          got.push_back(out[b * chunk * d + i]);
-          want.push_back(whole[(b * len + t) * d + i]);
-        }
-      }
-      t += chunk;
-    }
-    std::vector<float> got_f(got.begin(), got.end());
-    EXPECT_LE(
-        RelativeError("forward_cached", got_f.data(), want.data(), want.size()),
-        1e-5);
-    cache.clear();
-    EXPECT_EQ(cache.length(), 0u);
+    EXPECT_LE(CachedAgainstCausalForward(c, mha::Precision::F32, 37, 51), 1e-5);
   }
 }
 
@@ -229,6 +254,37 @@ TEST_P(LayerTest, BiasesWithDModelBeyondTheDepthBlock) {
         false);
   Check({d, 8, 0, true}, mha::WeightLayout::InOut, 1, 4, 4, true, false, 0,
         false);
+}
+
+// Weights stored in BF16 and F16 through every projection path: the seed's
+// shape (blocked GEMM), cross-attention with separate K and V, decode rows
+// (the GEMV path, M = 1 to 4), and d_model past the depth block with biases.
+TEST_P(LayerTest, SixteenBitWeightsOnEveryProjectionPath) {
+  const std::size_t kc = mha::detail::GemmShapeParamsForTest().kc;
+  const std::size_t wide = (kc + 8 + 7) / 8 * 8;
+  for (mha::Precision p : {mha::Precision::BF16, mha::Precision::F16}) {
+    Check({512, 8, 0, false, p}, mha::WeightLayout::InOut, 2, 10, 10, true,
+          false, 0, true);
+    Check({64, 8, 2, true, p}, mha::WeightLayout::OutIn, 2, 7, 19, false, false,
+          7, false);
+    for (std::size_t batch : {1, 2, 3, 4}) {
+      Check({64, 4, 1, true, p}, mha::WeightLayout::InOut, batch, 1, 9, false,
+            true, 0, false);
+    }
+    Check({wide, 8, 2, true, p}, mha::WeightLayout::OutIn, 1, 3, 5, false,
+          false, 1, false);
+    Check({wide, 8, 0, true, p}, mha::WeightLayout::InOut, 1, 40, 40, true,
+          false, 0, false);
+  }
+}
+
+// A 16-bit cache fed in random chunks against a causal forward over fp32
+// K and V: they differ only by the rounding of K and V (about 2^-9
+// relative for BF16, 2^-12 for F16, per element).
+TEST_P(LayerTest, SixteenBitCacheInChunksNearTheCausalForward) {
+  const mha::MultiHeadAttentionConfig c{64, 8, 2, true};
+  EXPECT_LE(CachedAgainstCausalForward(c, mha::Precision::BF16, 40, 71), 4e-3);
+  EXPECT_LE(CachedAgainstCausalForward(c, mha::Precision::F16, 40, 71), 5e-4);
 }
 
 MHA_INSTANTIATE_PER_TARGET(LayerTest);

@@ -84,6 +84,14 @@ double RelativeErrorWithNaNs(const std::string& kernel, const float* got,
                        got_numbers.size(), floor);
 }
 
+std::vector<float> RoundedTo(mha::Precision p, std::vector<float> values) {
+  for (float& x : values) {
+    if (p == mha::Precision::BF16) x = mha::from_bf16(mha::to_bf16(x));
+    if (p == mha::Precision::F16) x = mha::from_f16(mha::to_f16(x));
+  }
+  return values;
+}
+
 GuardedFloats::GuardedFloats(const std::vector<float>& values)
     : size_(values.size()) {
   const std::size_t page = static_cast<std::size_t>(sysconf(_SC_PAGESIZE));

@@ -25,6 +25,10 @@ constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 std::vector<float> RandomVector(std::size_t count, std::uint32_t seed,
                                 float lo = -1.0f, float hi = 1.0f);
 
+// `values` rounded to precision p (nearest, ties to even) and widened back:
+// what the library computes with when it stores them in p.
+std::vector<float> RoundedTo(mha::Precision p, std::vector<float> values);
+
 // Normwise error of `got` against `want`: max |got - want| / max(max|want|,
 // floor). Records it as the worst for `kernel` if it is, and returns it.
 double RelativeError(const std::string& kernel, const float* got,

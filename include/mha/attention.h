@@ -6,6 +6,8 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "mha/precision.h"
+
 namespace mha {
 
 // Which keys each query may see. The three kinds combine: a key is visible
@@ -76,6 +78,20 @@ struct AttentionShape {
 void attention(const AttentionShape& shape, const float* q, Layout q_layout,
                const float* k, Layout k_layout, const float* v, Layout v_layout,
                float* out, Layout out_layout, const AttentionMask& mask = {},
+               float scale = 0.0f, float* weights = nullptr);
+
+// The same attention over K and V stored in 16 bits, as an engine keeps its
+// KV cache: k and v hold the bit patterns of kv_precision (BF16 or F16, as
+// to_bf16 / to_f16 round them; F32 throws: use the overload above), widened
+// to fp32 in registers as they are read, never copied to fp32 whole.
+// Everything else is as above, the rules on hidden keys and NaN included
+// (F16 Inf, from values beyond 65504, is Inf); the accuracy bound holds
+// against the exact attention over the widened K and V. Layout strides count
+// 16-bit elements.
+void attention(const AttentionShape& shape, const float* q, Layout q_layout,
+               const std::uint16_t* k, Layout k_layout, const std::uint16_t* v,
+               Layout v_layout, Precision kv_precision, float* out,
+               Layout out_layout, const AttentionMask& mask = {},
                float scale = 0.0f, float* weights = nullptr);
 
 }  // namespace mha

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mha/attention.h"
+#include "mha/precision.h"
 
 namespace mha {
 
@@ -19,6 +20,11 @@ struct MultiHeadAttentionConfig {
   std::size_t num_kv_heads = 0;  // 0 means num_heads; 1 is multi-query; a
                                  // divisor of num_heads is grouped-query
   bool bias = false;             // biases on the four projections
+  // Storage of the four weight matrices (not the biases): set_weights and
+  // init_random round fp32 weights to it (nearest, ties to even), and the
+  // projections widen them in registers. BF16 or F16 halve the bytes a
+  // decode step reads (see MultiHeadAttention for the accuracy).
+  Precision weight_precision = Precision::F32;
 };
 
 enum class WeightLayout {
@@ -45,7 +51,14 @@ class LayerWeights;
 
 // Accuracy: outputs are within about (d_model + kv_len + 4 L) * 2^-22
 // relative of a double-precision evaluation on the same fp32 inputs and
-// weights, L being the largest |logit| of the attention. Rows that see no key
+// weights, L being the largest |logit| of the attention. With 16-bit
+// weights or KV cache that bound holds against the evaluation on the
+// rounded weights, keys and values; against fp32 ones, rounding adds about
+// 2^-8 relative (BF16) or 2^-11 (F16) for well-scaled data (N(0,1) inputs,
+// init_random weights, d_model 512, a decode step over 300 cached tokens,
+// both weights and cache in 16 bits: 5.7e-3 normwise for BF16, 7.3e-4 for
+// F16; tests/precision_test.cc). F16 stores |x| beyond 65504 as Inf, which
+// then propagates as the NaN rules say. Rows that see no key
 // output b_o (zeros without bias). NaN or Inf in a query row, in the key or
 // value row of a token the row sees, or in the weights makes the outputs it
 // reaches NaN; tokens hidden by the mask never count, whatever they hold.
@@ -109,19 +122,26 @@ class MultiHeadAttention {
 class KVCache {
  public:
   // Room for max_len tokens of each of `batch` sequences, for layers of this
-  // config. Throws std::invalid_argument for an invalid config, or when
-  // batch x max_len x kv_dim overflows (before allocating anything).
+  // config, keys and values stored in kv_precision: forward_cached rounds
+  // them to it (nearest, ties to even) as it appends them, and attention
+  // widens them back in registers (BF16 and F16 halve the bytes a decode
+  // step reads from the cache; see MultiHeadAttention for the accuracy).
+  // Throws std::invalid_argument for an invalid config, or when batch x
+  // max_len x kv_dim overflows (before allocating anything).
   KVCache(const MultiHeadAttentionConfig& config, std::size_t batch,
-          std::size_t max_len);
+          std::size_t max_len, Precision kv_precision = Precision::F32);
   std::size_t length() const;    // tokens held per sequence
   std::size_t capacity() const;  // max_len
+  Precision precision() const;   // kv_precision
   void clear();
 
  private:
   friend class MultiHeadAttention;
   MultiHeadAttentionConfig config_;  // num_kv_heads resolved
   std::size_t batch_, capacity_, length_ = 0;
-  std::vector<float> keys_, values_;
+  Precision precision_;
+  // [batch, max_len, kv_dim] elements of precision_ each.
+  std::vector<unsigned char> keys_, values_;
 };
 
 }  // namespace mha

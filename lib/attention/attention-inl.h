@@ -76,7 +76,7 @@ void RunWithKeyRanges(const detail::AttentionArgs& a, std::size_t pieces,
       });
 }
 
-template <class Mode>
+template <class Mode, class KV>
 void RunPrefill(const detail::AttentionArgs& a) {
   const AttentionShape& s = a.shape;
   const std::size_t group = s.num_heads / s.num_kv_heads;
@@ -103,7 +103,7 @@ void RunPrefill(const detail::AttentionArgs& a) {
   RunWithKeyRanges(
       a, tiles, ranges, group * q_tile,
       [&](std::size_t tile, std::size_t range, float* states) {
-        PrefillTile<Mode> work(a, rows_of(tile, range));
+        PrefillTile<Mode, KV> work(a, rows_of(tile, range));
         work.Run();
         if (states == nullptr) return work.WriteOutputs();
         work.ExportStates(states, detail::RowState::Stride(s.head_dim));
@@ -115,15 +115,17 @@ void RunPrefill(const detail::AttentionArgs& a) {
       });
 }
 
-inline void RunDecode(const detail::AttentionArgs& a) {
+template <class KV>
+void RunDecode(const detail::AttentionArgs& a) {
   const AttentionShape& s = a.shape;
   const std::size_t ranges = KeyRanges(s.batch, s.kv_len, 256);
   const std::size_t range_keys =
-      RoundUp((s.kv_len + ranges - 1) / ranges, DecodeRange::kBlock);
+      RoundUp((s.kv_len + ranges - 1) / ranges, DecodeRange<KV>::kBlock);
   RunWithKeyRanges(
       a, s.batch, ranges, s.num_heads * s.q_len,
       [&](std::size_t b, std::size_t range, float* states) {
-        DecodeRange work(a, b, range * range_keys, (range + 1) * range_keys);
+        DecodeRange<KV> work(a, b, range * range_keys,
+                             (range + 1) * range_keys);
         work.Run();
         if (states == nullptr) return work.WriteOutputs();
         work.ExportStates(states, detail::RowState::Stride(s.head_dim));
@@ -133,10 +135,15 @@ inline void RunDecode(const detail::AttentionArgs& a) {
       });
 }
 
+// K and V stored as a.kv_precision says: the one place where the storage
+// type becomes a template parameter of the kernels.
 inline void AttentionTasks(const detail::AttentionArgs& a) {
-  if (SuitsDecode(a)) return RunDecode(a);
-  if (a.weights) return RunPrefill<WithWeights>(a);
-  RunPrefill<Fused>(a);
+  detail::WithStorageType(a.kv_precision, [&](auto kv) {
+    using KV = decltype(kv);
+    if (SuitsDecode(a)) return RunDecode<KV>(a);
+    if (a.weights) return RunPrefill<WithWeights, KV>(a);
+    RunPrefill<Fused, KV>(a);
+  });
 }
 
 }  // namespace HWY_NAMESPACE

@@ -62,10 +62,13 @@ void RunAttention(std::size_t target_index, const AttentionArgs& args) {
 
 }  // namespace detail
 
-void attention(const AttentionShape& shape, const float* q, Layout q_layout,
-               const float* k, Layout k_layout, const float* v, Layout v_layout,
-               float* out, Layout out_layout, const AttentionMask& mask,
-               float scale, float* weights) {
+namespace {
+
+// Both overloads of mha::attention: K and V hold elements of kv_precision.
+void CheckAndRun(const AttentionShape& shape, const float* q, Layout q_layout,
+                 const void* k, Layout k_layout, const void* v, Layout v_layout,
+                 Precision kv_precision, float* out, Layout out_layout,
+                 const AttentionMask& mask, float scale, float* weights) {
   constexpr const char* kWhere = "mha::attention";
   if (shape.batch == 0 || shape.q_len == 0) return;
   const AttentionShape& s = shape;
@@ -92,12 +95,17 @@ void attention(const AttentionShape& shape, const float* q, Layout q_layout,
       .Product(s.batch, s.num_kv_heads, s.kv_len);
   using detail::Span;
   using detail::ViewExtent;
+  const std::size_t kv_bytes = bytes_per_element(kv_precision);
   const Span q_span{q, ViewExtent(kWhere, "q", q_layout, s.batch, s.num_heads,
                                   s.q_len, s.head_dim)};
-  const Span k_span{k, ViewExtent(kWhere, "k", k_layout, s.batch,
-                                  s.num_kv_heads, s.kv_len, s.head_dim)};
-  const Span v_span{v, ViewExtent(kWhere, "v", v_layout, s.batch,
-                                  s.num_kv_heads, s.kv_len, s.head_dim)};
+  const Span k_span{k,
+                    ViewExtent(kWhere, "k", k_layout, s.batch, s.num_kv_heads,
+                               s.kv_len, s.head_dim),
+                    kv_bytes};
+  const Span v_span{v,
+                    ViewExtent(kWhere, "v", v_layout, s.batch, s.num_kv_heads,
+                               s.kv_len, s.head_dim),
+                    kv_bytes};
   const Span out_span{out, ViewExtent(kWhere, "out", out_layout, s.batch,
                                       s.num_heads, s.q_len, s.head_dim)};
   const Span bias_span{
@@ -119,7 +127,32 @@ void attention(const AttentionShape& shape, const float* q, Layout q_layout,
   if (scale == 0.0f) scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   detail::RunAttention(detail::ChosenTargetIndex(),
                        {shape, q, q_layout, k, k_layout, v, v_layout, out,
-                        out_layout, mask, scale, weights});
+                        out_layout, mask, scale, weights, kv_precision});
+}
+
+}  // namespace
+
+void attention(const AttentionShape& shape, const float* q, Layout q_layout,
+               const float* k, Layout k_layout, const float* v, Layout v_layout,
+               float* out, Layout out_layout, const AttentionMask& mask,
+               float scale, float* weights) {
+  CheckAndRun(shape, q, q_layout, k, k_layout, v, v_layout, Precision::F32, out,
+              out_layout, mask, scale, weights);
+}
+
+void attention(const AttentionShape& shape, const float* q, Layout q_layout,
+               const std::uint16_t* k, Layout k_layout, const std::uint16_t* v,
+               Layout v_layout, Precision kv_precision, float* out,
+               Layout out_layout, const AttentionMask& mask, float scale,
+               float* weights) {
+  detail::CheckPrecision("mha::attention", "kv_precision", kv_precision);
+  if (kv_precision == Precision::F32) {
+    detail::Fail(
+        "mha::attention: kv_precision (F32) must be BF16 or F16 for "
+        "16-bit k and v; pass float pointers for F32");
+  }
+  CheckAndRun(shape, q, q_layout, k, k_layout, v, v_layout, kv_precision, out,
+              out_layout, mask, scale, weights);
 }
 
 }  // namespace mha

@@ -6,6 +6,7 @@
 #include <cstddef>
 
 #include "mha/attention.h"
+#include "mha/precision.h"
 
 namespace mha::detail {
 
@@ -13,15 +14,16 @@ struct AttentionArgs {
   AttentionShape shape;
   const float* q;
   Layout q_layout;
-  const float* k;
+  const void* k;  // elements of kv_precision (float, or 16-bit storage)
   Layout k_layout;
-  const float* v;
+  const void* v;
   Layout v_layout;
   float* out;
   Layout out_layout;
   AttentionMask mask;
   float scale;     // resolved: never 0
   float* weights;  // optional [batch, num_heads, q_len, kv_len]
+  Precision kv_precision = Precision::F32;
 };
 
 // Throws std::invalid_argument, prefixed with `where`, unless each

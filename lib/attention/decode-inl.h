@@ -25,6 +25,7 @@
 #include "lib/attention/attention_args.h"
 #include "lib/attention/task.h"
 #include "lib/common/scratch.h"
+#include "lib/common/wide_load-inl.h"
 #include "lib/gemm/tile_shape-inl.h"
 #include "lib/softmax/exp2-inl.h"
 #include "lib/softmax/row-inl.h"
@@ -50,7 +51,9 @@ inline bool SuitsDecode(const detail::AttentionArgs& a) {
 
 // The rows of a decode task: all num_heads x q_len query rows of sequence
 // b, row h * q_len + i being head h at query position i, against keys
-// [key_begin, key_stop).
+// [key_begin, key_stop). K and V are stored as KV (float, BF16 or F16) and
+// widened in registers as they are loaded.
+template <class KV>
 class DecodeRange {
  public:
   static constexpr std::size_t kBlock = 64;  // keys per block
@@ -162,7 +165,7 @@ class DecodeRange {
   void ComputeLogits(const Heads& heads, std::size_t j0, std::size_t n) {
     for (std::size_t j = 0; j < n; ++j) {
       for (std::size_t kv_head = heads.begin; kv_head < heads.end; ++kv_head) {
-        const float* key = detail::KeyRow(a_, b_, kv_head, j0 + j);
+        const KV* key = detail::KeyRow<KV>(a_, b_, kv_head, j0 + j);
         ForRowChunks(heads.rows_each, [&](auto rows, std::size_t first) {
           const std::size_t r = kv_head * heads.rows_each + first;
           DotRows<decltype(rows)::value>(queries_ + r * dim_, key,
@@ -194,13 +197,13 @@ class DecodeRange {
   // out[r * kBlock] = q_r . key for r < kRows (rows dim_ apart from q).
   template <std::size_t kRows>
   HWY_INLINE void DotRows(const float* HWY_RESTRICT q,
-                          const float* HWY_RESTRICT key, float* out) const {
+                          const KV* HWY_RESTRICT key, float* out) const {
     const FloatTag d;
     const std::size_t lanes = hn::Lanes(d);
     FloatVec dot0 = hn::Zero(d), dot1 = hn::Zero(d), dot2 = hn::Zero(d),
              dot3 = hn::Zero(d);
     for (std::size_t c = 0; c < dim_; c += lanes) {
-      const FloatVec k = hn::LoadU(d, key + c);
+      const FloatVec k = LoadWide(d, key + c);
       dot0 = hn::MulAdd(hn::LoadU(d, q + c), k, dot0);
       if constexpr (kRows > 1) {
         dot1 = hn::MulAdd(hn::LoadU(d, q + dim_ + c), k, dot1);
@@ -283,7 +286,7 @@ class DecodeRange {
   void AccumulateValues(const Heads& heads, std::size_t j0, std::size_t n) {
     const std::size_t lanes = hn::Lanes(FloatTag());
     for (std::size_t kv_head = heads.begin; kv_head < heads.end; ++kv_head) {
-      const float* values = detail::ValueRow(a_, b_, kv_head, j0);
+      const KV* values = detail::ValueRow<KV>(a_, b_, kv_head, j0);
       ForRowChunks(heads.rows_each, [&](auto rows, std::size_t first) {
         constexpr std::size_t kRows = decltype(rows)::value;
         const std::size_t r = kv_head * heads.rows_each + first;
@@ -298,7 +301,7 @@ class DecodeRange {
 
   // Rows [r, r + kRows), columns [c, c + kVecs vectors) of the block's P V.
   template <std::size_t kRows, std::size_t kVecs>
-  HWY_INLINE void AddValues(std::size_t r, const float* values, std::size_t j0,
+  HWY_INLINE void AddValues(std::size_t r, const KV* values, std::size_t j0,
                             std::size_t n, std::size_t c) {
     const FloatTag d;
     const std::size_t lanes = hn::Lanes(d);
@@ -308,9 +311,9 @@ class DecodeRange {
              b1 = hn::Zero(d), c0 = hn::Zero(d), c1 = hn::Zero(d),
              d0 = hn::Zero(d), d1 = hn::Zero(d);
     for (std::size_t j = 0; j < n; ++j) {
-      const float* v = values + j * token + c;
-      const FloatVec v0 = hn::LoadU(d, v);
-      const FloatVec v1 = kVecs > 1 ? hn::LoadU(d, v + lanes) : v0;
+      const KV* v = values + j * token + c;
+      const FloatVec v0 = LoadWide(d, v);
+      const FloatVec v1 = kVecs > 1 ? LoadWide(d, v + lanes) : v0;
       const FloatVec pa = hn::Set(d, p[j]);
       a0 = hn::MulAdd(pa, v0, a0);
       if constexpr (kVecs > 1) a1 = hn::MulAdd(pa, v1, a1);
@@ -336,8 +339,8 @@ class DecodeRange {
                               ? hn::And(hn::IsFinite(x0), hn::IsFinite(x1))
                               : hn::IsFinite(x0);
       if (!hn::AllTrue(d, finite)) {
-        detail::AddVisibleValues(a_, b_, Head(row) / group_, Query(row), j0,
-                                 Visible(row, j0, n), scores_ + row * kBlock,
+        detail::AddVisibleValues(a_, Query(row), j0, Visible(row, j0, n),
+                                 values, token, scores_ + row * kBlock,
                                  outputs_ + row * dim_, c, c + kVecs * lanes);
         return;
       }

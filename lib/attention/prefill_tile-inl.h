@@ -38,6 +38,7 @@
 #include "lib/attention/attention_args.h"
 #include "lib/attention/task.h"
 #include "lib/common/scratch.h"
+#include "lib/common/wide_load-inl.h"
 #include "lib/gemm/microkernel-inl.h"
 #include "lib/gemm/pack-inl.h"
 #include "lib/gemm/tile_shape-inl.h"
@@ -60,9 +61,11 @@ inline std::size_t PrefillRows() { return RoundUp(128, TileCols()); }
 // Keys per block.
 constexpr std::size_t kKeyBlock = 256;
 
-template <class Mode>
+// K and V are stored as KV (float, BF16 or F16).
+template <class Mode, class KV>
 class PrefillTile {
   static constexpr bool kWithWeights = std::is_same_v<Mode, WithWeights>;
+  static constexpr bool kWidened = !std::is_same_v<KV, float>;
 
  public:
   PrefillTile(const detail::AttentionArgs& args, const detail::TaskRows& task)
@@ -81,6 +84,10 @@ class PrefillTile {
     value_panels_ = dim_ % nr_ == 0 ? nullptr
                                     : ThreadScratch(ScratchSlot::kValuePanels,
                                                     kKeyBlock * ldo_);
+    if constexpr (kWidened) {
+      key_block_ = ThreadScratch(ScratchSlot::kKeyBlock, kKeyBlock * dim_);
+      value_block_ = ThreadScratch(ScratchSlot::kValueBlock, kKeyBlock * dim_);
+    }
     float* state = ThreadScratch(ScratchSlot::kRowState, 4 * ld_);
     max_ = state;
     sum_ = state + ld_;
@@ -154,6 +161,39 @@ class PrefillTile {
 
   float* ScoreRow(std::size_t j) const { return scores_ + j * ld_; }
 
+  // Rows of a key block as fp32: row j at first + j * token.
+  struct BlockRows {
+    const float* first;
+    std::size_t token;
+    const float* Row(std::size_t j) const { return first + j * token; }
+  };
+
+  // K's or V's rows [j0, j0 + n) (from `rows`, `token` apart) as fp32: in
+  // place when stored as fp32; else widened into `block` (kKeyBlock x
+  // head_dim floats per thread). One widening load per key and head_dim
+  // element feeds the 2 x 128 multiply-adds of a task's rows, and the
+  // micro-kernel then broadcasts K and streams V as plain fp32 (a scalar F16
+  // conversion per broadcast would cost more than the FMAs it feeds).
+  BlockRows Widened(const KV* rows, std::size_t token, std::size_t n,
+                    float* block) const {
+    if constexpr (!kWidened) {
+      return {rows, token};
+    } else {
+      const FloatTag d;
+      const std::size_t lanes = hn::Lanes(d);
+      for (std::size_t j = 0; j < n; ++j) {
+        const KV* from = rows + j * token;
+        float* to = block + j * dim_;
+        std::size_t c = 0;
+        for (; c + lanes <= dim_; c += lanes) {
+          hn::StoreU(LoadWide(d, from + c), d, to + c);
+        }
+        for (; c < dim_; ++c) to[c] = detail::ToFloat(from[c]);
+      }
+      return {block, dim_};
+    }
+  }
+
   // Whether row r sees a key of the task's range: NaN in its query, or in
   // keys it does not see, must not poison a row that sees nothing.
   bool SeesSomeKey(std::size_t r) const {
@@ -165,14 +205,15 @@ class PrefillTile {
 
   // S^T for keys [j0, j0 + n): base-2 logits, -inf where a key is hidden.
   void ComputeLogits(std::size_t j0, std::size_t n) {
-    const std::size_t token = a_.k_layout.token;
-    const float* keys = detail::KeyRow(a_, task_.b, task_.kv_head, j0);
+    const BlockRows keys =
+        Widened(detail::KeyRow<KV>(a_, task_.b, task_.kv_head, j0),
+                a_.k_layout.token, n, key_block_);
     const FloatTag d;
     const std::size_t lanes = hn::Lanes(d);
     ForTilePieces(n, [&](auto height, std::size_t first) {
       for (std::size_t c0 = 0; c0 < ld_; c0 += nr_) {
         MultiplyTile<decltype(height)::value>(
-            dim_, RowsA{keys + first * token, token}, queries_ + c0 * dim_, nr_,
+            dim_, RowsA{keys.Row(first), keys.token}, queries_ + c0 * dim_, nr_,
             [&](std::size_t r, FloatVec v0, FloatVec v1) {
               float* row = ScoreRow(first + r) + c0;
               hn::StoreU(v0, d, row);
@@ -180,16 +221,18 @@ class PrefillTile {
             });
       }
     });
-    if (!RowsAreFinite(keys, n, token, dim_)) PoisonRowsSeeingBadKeys(j0, n);
+    if (!RowsAreFinite(keys.first, n, keys.token, dim_)) {
+      PoisonRowsSeeingBadKeys(keys, j0, n);
+    }
     if (j0 + n > min_end_) HideKeysPastEnds(j0, n);
     if (a_.mask.bias) AddBias(j0, n);
   }
 
   // A key whose K holds NaN or Inf poisons the rows that see it.
-  void PoisonRowsSeeingBadKeys(std::size_t j0, std::size_t n) {
+  void PoisonRowsSeeingBadKeys(const BlockRows& keys, std::size_t j0,
+                               std::size_t n) {
     for (std::size_t j = j0; j < j0 + n; ++j) {
-      const float* k = detail::KeyRow(a_, task_.b, task_.kv_head, j);
-      if (RowsAreFinite(k, 1, 0, dim_)) continue;
+      if (RowsAreFinite(keys.Row(j - j0), 1, 0, dim_)) continue;
       for (std::size_t r = 0; r < rows_; ++r) {
         if (j < end_[r] && !detail::BiasHides(a_, task_.query(r), j)) {
           poisoned_[r] = 1;
@@ -285,17 +328,18 @@ class PrefillTile {
 
   // O = correction * O + P V for keys [j0, j0 + n).
   void AccumulateValues(std::size_t j0, std::size_t n, bool rescale) {
-    const std::size_t token = a_.v_layout.token;
-    const float* values = detail::ValueRow(a_, task_.b, task_.kv_head, j0);
-    if (!RowsAreFinite(values, n, token, dim_)) {
-      return AccumulateVisibleValues(j0, n, rescale);
+    const BlockRows values =
+        Widened(detail::ValueRow<KV>(a_, task_.b, task_.kv_head, j0),
+                a_.v_layout.token, n, value_block_);
+    if (!RowsAreFinite(values.first, n, values.token, dim_)) {
+      return AccumulateVisibleValues(values, j0, n, rescale);
     }
-    const float* panels = values;
-    std::size_t panel_stride = nr_, step_stride = token;
+    const float* panels = values.first;
+    std::size_t panel_stride = nr_, step_stride = values.token;
     if (value_panels_) {  // head_dim is not whole panels: pack, zero-padded
       for (std::size_t c0 = 0; c0 < dim_; c0 += nr_) {
-        PackPanel(value_panels_ + c0 * n, nr_, values + c0, 1, token,
-                  std::min(nr_, dim_ - c0), n);
+        PackPanel(value_panels_ + c0 * n, nr_, values.first + c0, 1,
+                  values.token, std::min(nr_, dim_ - c0), n);
       }
       panels = value_panels_;
       panel_stride = nr_ * n;
@@ -327,7 +371,8 @@ class PrefillTile {
   }
 
   // The path for a block of V holding NaN or Inf: hidden keys skipped.
-  void AccumulateVisibleValues(std::size_t j0, std::size_t n, bool rescale) {
+  void AccumulateVisibleValues(const BlockRows& values, std::size_t j0,
+                               std::size_t n, bool rescale) {
     thread_local std::vector<float> p;
     p.resize(n);
     for (std::size_t r = 0; r < rows_; ++r) {
@@ -336,9 +381,9 @@ class PrefillTile {
         for (std::size_t c = 0; c < dim_; ++c) o[c] *= correction_[r];
       }
       for (std::size_t j = 0; j < n; ++j) p[j] = ScoreRow(j)[r];
-      detail::AddVisibleValues(a_, task_.b, task_.kv_head, task_.query(r), j0,
-                               detail::VisibleIn(end_[r], j0, n), p.data(), o,
-                               0, dim_);
+      detail::AddVisibleValues(a_, task_.query(r), j0,
+                               detail::VisibleIn(end_[r], j0, n), values.first,
+                               values.token, p.data(), o, 0, dim_);
     }
   }
 
@@ -382,6 +427,7 @@ class PrefillTile {
   const std::size_t ldo_;  // floats per O row: head_dim, whole panels
   std::size_t keys_end_, min_end_;
   float *queries_, *scores_, *outputs_, *value_panels_;
+  float *key_block_ = nullptr, *value_block_ = nullptr;  // widened K, V
   float *max_, *sum_, *correction_, *relative_end_;
   std::size_t* end_;
   char* poisoned_;

@@ -11,6 +11,7 @@
 #include <limits>
 
 #include "lib/attention/attention_args.h"
+#include "lib/common/storage.h"
 
 namespace mha::detail {
 
@@ -76,16 +77,22 @@ inline float* OutputRow(const AttentionArgs& a, std::size_t b, std::size_t head,
   return a.out + b * l.batch + head * l.head + query * l.token;
 }
 
-inline const float* KeyRow(const AttentionArgs& a, std::size_t b,
-                           std::size_t kv_head, std::size_t key) {
+// K's and V's rows, their elements of type T (float, BF16 or F16: the
+// storage of a.kv_precision).
+template <class T>
+const T* KeyRow(const AttentionArgs& a, std::size_t b, std::size_t kv_head,
+                std::size_t key) {
   const Layout& l = a.k_layout;
-  return a.k + b * l.batch + kv_head * l.head + key * l.token;
+  return static_cast<const T*>(a.k) + b * l.batch + kv_head * l.head +
+         key * l.token;
 }
 
-inline const float* ValueRow(const AttentionArgs& a, std::size_t b,
-                             std::size_t kv_head, std::size_t key) {
+template <class T>
+const T* ValueRow(const AttentionArgs& a, std::size_t b, std::size_t kv_head,
+                  std::size_t key) {
   const Layout& l = a.v_layout;
-  return a.v + b * l.batch + kv_head * l.head + key * l.token;
+  return static_cast<const T*>(a.v) + b * l.batch + kv_head * l.head +
+         key * l.token;
 }
 
 // The bias of query position `query` from key j0 on, or null without one.
@@ -109,19 +116,20 @@ inline float* WeightsRow(const AttentionArgs& a, std::size_t b,
   return a.weights + ((b * s.num_heads + head) * s.q_len + query) * s.kv_len;
 }
 
-// values[c] += p[j - j0] * V(j, c), c in [c0, c1), over the keys j in
-// [j0, j0 + n) that query position `query` sees (n stops at its visible
-// end), skipping hidden ones outright: the path for blocks of V that hold
-// NaN or Inf, where a tiled product's 0 * Inf for a hidden key would poison
-// rows that never see it. Rare, so plain scalar code.
-inline void AddVisibleValues(const AttentionArgs& a, std::size_t b,
-                             std::size_t kv_head, std::size_t query,
-                             std::size_t j0, std::size_t n, const float* p,
-                             float* values, std::size_t c0, std::size_t c1) {
-  for (std::size_t j = j0; j < j0 + n; ++j) {
-    if (BiasHides(a, query, j)) continue;
-    const float* v = ValueRow(a, b, kv_head, j);
-    for (std::size_t c = c0; c < c1; ++c) values[c] += p[j - j0] * v[c];
+// values[c] += p[j] * V(j0 + j, c), c in [c0, c1), over the keys j0 + j,
+// j < n, that query position `query` sees (n stops at its visible end),
+// skipping hidden ones outright: the path for blocks of V that hold NaN or
+// Inf, where a tiled product's 0 * Inf for a hidden key would poison rows
+// that never see it. V's rows: block + j * token. Rare, so plain scalar code.
+template <class T>
+void AddVisibleValues(const AttentionArgs& a, std::size_t query, std::size_t j0,
+                      std::size_t n, const T* block, std::size_t token,
+                      const float* p, float* values, std::size_t c0,
+                      std::size_t c1) {
+  for (std::size_t j = 0; j < n; ++j) {
+    if (BiasHides(a, query, j0 + j)) continue;
+    const T* v = block + j * token;
+    for (std::size_t c = c0; c < c1; ++c) values[c] += p[j] * ToFloat(v[c]);
   }
 }
 

@@ -10,6 +10,8 @@
 #include <sstream>
 #include <stdexcept>
 
+#include "mha/precision.h"
+
 namespace mha::detail {
 
 template <class... Parts>
@@ -84,10 +86,21 @@ class SizeCheck {
   const char* what_;
 };
 
-// The memory [begin, begin + count) of `count` floats, for overlap checks.
+// Throws unless p is one of the Precision values.
+inline void CheckPrecision(const char* function, const char* name,
+                           Precision p) {
+  if (p != Precision::F32 && p != Precision::BF16 && p != Precision::F16) {
+    Fail(function, ": ", name, " (", static_cast<int>(p),
+         ") must be Precision::F32, BF16 or F16");
+  }
+}
+
+// The memory of `count` elements of `element_bytes` each from `begin`, for
+// overlap checks.
 struct Span {
-  const float* begin;
+  const void* begin;
   std::size_t count;
+  std::size_t element_bytes = sizeof(float);
 };
 
 // Throws unless the two spans are disjoint (empty spans never overlap).
@@ -96,12 +109,16 @@ inline void CheckDisjoint(const char* function, const char* output_name,
   if (output.count == 0 || input.count == 0) return;
   const auto out_begin = reinterpret_cast<std::uintptr_t>(output.begin);
   const auto in_begin = reinterpret_cast<std::uintptr_t>(input.begin);
-  const std::uintptr_t out_end = out_begin + output.count * sizeof(float);
-  const std::uintptr_t in_end = in_begin + input.count * sizeof(float);
+  const std::uintptr_t out_end =
+      out_begin + output.count * output.element_bytes;
+  const std::uintptr_t in_end = in_begin + input.count * input.element_bytes;
   if (out_begin < in_end && in_begin < out_end) {
-    Fail(function, ": ", output_name, " (", output.count,
-         " floats) must not overlap ", input_name, " (", input.count,
-         " floats)");
+    auto unit = [](const Span& span) {
+      return span.element_bytes == sizeof(float) ? " floats" : " elements";
+    };
+    Fail(function, ": ", output_name, " (", output.count, unit(output),
+         ") must not overlap ", input_name, " (", input.count, unit(input),
+         ")");
   }
 }
 

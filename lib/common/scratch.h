@@ -15,6 +15,8 @@ enum class ScratchSlot {
   kOutputRows,   // its unnormalized outputs (O)
   kValuePanels,  // a key block's V packed into panels (ragged head_dim)
   kRowState,     // its rows' softmax state (max, sum, corrections)
+  kKeyBlock,     // a key block's K widened to fp32 (16-bit storage)
+  kValueBlock,   // a key block's V widened to fp32 (16-bit storage)
   kCount
 };
 

@@ -20,11 +20,13 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <type_traits>
 
 #include "hwy/highway.h"
 #include "lib/common/buffer_pool.h"
 #include "lib/common/parallel.h"
 #include "lib/common/scratch.h"
+#include "lib/common/storage.h"
 #include "lib/gemm/blocking-inl.h"
 #include "lib/gemm/epilogue-inl.h"
 #include "lib/gemm/gemm_args.h"
@@ -48,25 +50,34 @@ constexpr double kGemmParallelWork = 1 << 18;
 constexpr std::size_t kPackBReuse = 16;
 
 // How one task reaches B's current kc x nc block: panel j at
-// first + j * panel_stride, step p at + p * step_stride.
+// first + j * panel_stride, step p at + p * step_stride; elements of type T
+// (fp32, or 16-bit for pre-packed weights).
+template <class T>
 struct BPanels {
-  const float* first;
+  const T* first;
   std::size_t panel_stride, step_stride;
-  const float* Panel(std::size_t j) const { return first + j * panel_stride; }
+  const T* Panel(std::size_t j) const { return first + j * panel_stride; }
 };
+
+// The pre-packed B's block of columns [j0, ...), steps [p0, ...): its own
+// panels, elements of type T.
+template <class T>
+BPanels<T> PrePackedB(const detail::PackedB& b, std::size_t j0,
+                      std::size_t p0) {
+  const std::size_t nr = TileCols();
+  return {static_cast<const T*>(b.data) + (j0 / nr * b.k + p0) * nr, b.k * nr,
+          nr};
+}
 
 // B's block of columns [j0, j0 + nc), steps [p0, p0 + kc), in panel form:
 // pre-packed panels as they are; B's own rows in place when few A slivers
 // will use them (the ragged last panel is packed); else packed into scratch.
-inline BPanels PrepareB(const detail::GemmArgs& g, std::size_t j0,
-                        std::size_t nc, std::size_t p0, std::size_t kc,
-                        std::size_t slivers) {
+inline BPanels<float> PrepareB(const detail::GemmArgs& g, std::size_t j0,
+                               std::size_t nc, std::size_t p0, std::size_t kc,
+                               std::size_t slivers) {
   const std::size_t nr = TileCols();
   const std::size_t panels = (nc + nr - 1) / nr;
-  if (g.packed_b != nullptr) {
-    const detail::PackedB& b = *g.packed_b;
-    return {b.data + (j0 / nr * b.k + p0) * nr, b.k * nr, nr};
-  }
+  if (g.packed_b != nullptr) return PrePackedB<float>(*g.packed_b, j0, p0);
   const std::size_t j_stride = g.trans_b ? g.ldb : 1;
   const std::size_t p_stride = g.trans_b ? 1 : g.ldb;
   const float* block = g.b + p0 * p_stride + j0 * j_stride;
@@ -84,11 +95,11 @@ inline BPanels PrepareB(const detail::GemmArgs& g, std::size_t j0,
 
 // Rows [i0, i0 + rows) and steps [p0, p0 + kc) of op(A) against the B panels
 // of columns [j0, j0 + nc), stored through `epilogue`.
-template <class AOperand>
+template <class AOperand, class T>
 HWY_INLINE void MultiplySliver(const AOperand& a, std::size_t rows,
-                               std::size_t kc, const BPanels& b, std::size_t j0,
-                               std::size_t nc, float* c, std::size_t ldc,
-                               const GemmEpilogue& epilogue) {
+                               std::size_t kc, const BPanels<T>& b,
+                               std::size_t j0, std::size_t nc, float* c,
+                               std::size_t ldc, const GemmEpilogue& epilogue) {
   const std::size_t nr = TileCols();
   for (std::size_t j = 0; j * nr < nc; ++j) {
     const TileStore store(epilogue, c, ldc, j0 + j * nr,
@@ -150,12 +161,19 @@ inline void PackA(const detail::GemmArgs& g, std::size_t p0, std::size_t kc,
       kGemmParallelWork);
 }
 
-// One task of one slice: rows [i0, i0 + mc) x columns [j0, j0 + nc) of C.
-inline void MultiplyBlock(const detail::GemmArgs& g, const SliceOfA& a,
-                          std::size_t i0, std::size_t mc, std::size_t j0,
-                          std::size_t nc, const GemmEpilogue& epilogue) {
+// One task of one slice: rows [i0, i0 + mc) x columns [j0, j0 + nc) of C,
+// B's elements of type BElement (16-bit only when pre-packed).
+template <class BElement>
+void MultiplyBlock(const detail::GemmArgs& g, const SliceOfA& a, std::size_t i0,
+                   std::size_t mc, std::size_t j0, std::size_t nc,
+                   const GemmEpilogue& epilogue) {
   const std::size_t slivers = (mc + kTileRows - 1) / kTileRows;
-  const BPanels b = PrepareB(g, j0, nc, a.p0, a.kc, slivers);
+  BPanels<BElement> b;
+  if constexpr (std::is_same_v<BElement, float>) {
+    b = PrepareB(g, j0, nc, a.p0, a.kc, slivers);
+  } else {
+    b = PrePackedB<BElement>(*g.packed_b, j0, a.p0);
+  }
   for (std::size_t s = 0; s < slivers; ++s) {
     const std::size_t r0 = i0 + s * kTileRows;
     const std::size_t rows = std::min(kTileRows, i0 + mc - r0);
@@ -214,15 +232,13 @@ struct GemmGrid {
   std::size_t tasks() const { return row_blocks * col_blocks; }
 };
 
-inline void GemmBlocked(const detail::GemmArgs& g) {
-  if (g.m == 0 || g.n == 0) return;
-  if (g.k == 0) return ScaleOnly(g);
-  if (SuitsGemv(g)) return Gemv(g);
+// The blocked product, B's elements of type BElement.
+template <class BElement>
+void GemmSlices(const detail::GemmArgs& g) {
   const GemmGrid grid(g);
   const std::size_t kc_max = Blocking().kc;
-  const bool pack_a =
-      !g.trans_a &&
-      (g.n + Blocking().nc - 1) / Blocking().nc >= kPackAColBlocks;
+  const bool pack_a = !g.trans_a && (g.n + Blocking().nc - 1) / Blocking().nc >=
+                                        kPackAColBlocks;
   detail::PooledBuffer packed_a(
       pack_a ? RoundUp(g.m, kTileRows) * std::min(kc_max, g.k) : 0);
   const GemmEpilogue first{g.alpha, g.beta, g.beta != 0.0f, g.column_bias};
@@ -236,11 +252,21 @@ inline void GemmBlocked(const detail::GemmArgs& g) {
         [&](std::size_t t) {
           const std::size_t i0 = t / grid.col_blocks * grid.mc;
           const std::size_t j0 = t % grid.col_blocks * grid.nc;
-          MultiplyBlock(g, a, i0, std::min(grid.mc, g.m - i0), j0,
-                        std::min(grid.nc, g.n - j0), epilogue);
+          MultiplyBlock<BElement>(g, a, i0, std::min(grid.mc, g.m - i0), j0,
+                                  std::min(grid.nc, g.n - j0), epilogue);
         },
         kGemmParallelWork);
   }
+}
+
+inline void GemmBlocked(const detail::GemmArgs& g) {
+  if (g.m == 0 || g.n == 0) return;
+  if (g.k == 0) return ScaleOnly(g);
+  if (SuitsGemv(g)) return Gemv(g);
+  if (g.packed_b == nullptr) return GemmSlices<float>(g);
+  detail::WithStorageType(g.packed_b->precision, [&](auto element) {
+    GemmSlices<decltype(element)>(g);
+  });
 }
 
 }  // namespace HWY_NAMESPACE

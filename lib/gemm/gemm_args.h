@@ -4,16 +4,20 @@
 
 #include <cstddef>
 
+#include "mha/precision.h"
+
 namespace mha::detail {
 
 // B already in the kernel's panel format, as the layer keeps its weights:
 // column panels of `panel_cols` columns (zero-padded at the end), each all
-// k steps deep, panel_cols floats a step: element (p, j) at
+// k steps deep, panel_cols elements a step: element (p, j) at
 // data[(j / panel_cols * k + p) * panel_cols + j % panel_cols]. The panel
-// width is the target's TileCols(), so a packing serves one target.
+// width is the target's TileCols(), so a packing serves one target. The
+// elements are of `precision` (fp32, or 16-bit, widened as they are loaded).
 struct PackedB {
-  const float* data;
+  const void* data;
   std::size_t k, n, panel_cols;
+  Precision precision = Precision::F32;
 };
 
 // C = alpha * op(A) * op(B) + beta * C (+ column_bias broadcast over rows).

@@ -21,6 +21,8 @@
 #include "lib/common/buffer_pool.h"
 #include "lib/common/parallel.h"
 #include "lib/common/scratch.h"
+#include "lib/common/storage.h"
+#include "lib/common/wide_load-inl.h"
 #include "lib/gemm/epilogue-inl.h"
 #include "lib/gemm/gemm_args.h"
 #include "lib/gemm/tile_shape-inl.h"
@@ -45,8 +47,8 @@ inline float ElementA(const detail::GemmArgs& g, std::size_t i, std::size_t p) {
 // the panel's k steps stream past one pair of sums per row of C, two steps
 // at a time into two pairs (even and odd steps), added at the end, so that
 // the FMA latency hides behind independent chains.
-template <std::size_t kRows>
-HWY_INLINE void GemvPanel(const detail::GemmArgs& g, const float* panel,
+template <std::size_t kRows, class BElement>
+HWY_INLINE void GemvPanel(const detail::GemmArgs& g, const BElement* panel,
                           std::size_t j0, const GemmEpilogue& epilogue) {
   const FloatTag d;
   const std::size_t lanes = hn::Lanes(d), nr = TileCols(), k = g.k;
@@ -56,18 +58,18 @@ HWY_INLINE void GemvPanel(const detail::GemmArgs& g, const float* panel,
     FloatVec odd0 = hn::Zero(d), odd1 = hn::Zero(d);
     std::size_t p = 0;
     for (; p + 2 <= k; p += 2) {
-      const float* step = panel + p * nr;
+      const BElement* step = panel + p * nr;
       const FloatVec a0 = hn::Set(d, ElementA(g, i, p));
       const FloatVec a1 = hn::Set(d, ElementA(g, i, p + 1));
-      even0 = hn::MulAdd(a0, hn::LoadU(d, step), even0);
-      even1 = hn::MulAdd(a0, hn::LoadU(d, step + lanes), even1);
-      odd0 = hn::MulAdd(a1, hn::LoadU(d, step + nr), odd0);
-      odd1 = hn::MulAdd(a1, hn::LoadU(d, step + nr + lanes), odd1);
+      even0 = hn::MulAdd(a0, LoadWide(d, step), even0);
+      even1 = hn::MulAdd(a0, LoadWide(d, step + lanes), even1);
+      odd0 = hn::MulAdd(a1, LoadWide(d, step + nr), odd0);
+      odd1 = hn::MulAdd(a1, LoadWide(d, step + nr + lanes), odd1);
     }
     if (p < k) {
       const FloatVec a0 = hn::Set(d, ElementA(g, i, p));
-      even0 = hn::MulAdd(a0, hn::LoadU(d, panel + p * nr), even0);
-      even1 = hn::MulAdd(a0, hn::LoadU(d, panel + p * nr + lanes), even1);
+      even0 = hn::MulAdd(a0, LoadWide(d, panel + p * nr), even0);
+      even1 = hn::MulAdd(a0, LoadWide(d, panel + p * nr + lanes), even1);
     }
     store(i, hn::Add(even0, odd0), hn::Add(even1, odd1));
   }
@@ -131,8 +133,11 @@ inline void GemvStore(const detail::GemmArgs& g, std::size_t j0,
   }
 }
 
-inline void GemvPacked(const detail::GemmArgs& g) {
+// Pre-packed B, its elements of type BElement.
+template <class BElement>
+void GemvPacked(const detail::GemmArgs& g) {
   const std::size_t nr = TileCols(), panels = (g.n + nr - 1) / nr;
+  const BElement* data = static_cast<const BElement*>(g.packed_b->data);
   // Tasks of 4 panels (128 columns on AVX-512): 16 k x 512 bytes in a row.
   constexpr std::size_t kPanelsPerTask = 4;
   const GemmEpilogue epilogue{g.alpha, g.beta, g.beta != 0.0f, g.column_bias};
@@ -141,7 +146,7 @@ inline void GemvPacked(const detail::GemmArgs& g) {
                         const std::size_t end =
                             std::min(panels, (t + 1) * kPanelsPerTask);
                         for (std::size_t j = t * kPanelsPerTask; j < end; ++j) {
-                          const float* panel = g.packed_b->data + j * g.k * nr;
+                          const BElement* panel = data + j * g.k * nr;
                           switch (g.m) {
                             case 1:
                               GemvPanel<1>(g, panel, j * nr, epilogue);
@@ -166,7 +171,11 @@ inline void GemvPacked(const detail::GemmArgs& g) {
 // too few chunks to keep the cores busy, and the ranges' partial sums are
 // then added in range order, so the result depends on the shape alone.
 inline void Gemv(const detail::GemmArgs& g) {
-  if (g.packed_b) return GemvPacked(g);
+  if (g.packed_b) {
+    return detail::WithStorageType(g.packed_b->precision, [&](auto element) {
+      GemvPacked<decltype(element)>(g);
+    });
+  }
   const std::size_t lanes = hn::Lanes(FloatTag());
   constexpr std::size_t kMaxWidth = 2048, kTasksWanted = 4, kMinRange = 256;
   const std::size_t full = g.n / lanes * lanes;  // the rest is a scalar tail

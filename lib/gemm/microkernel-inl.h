@@ -11,7 +11,8 @@
 // A is read by broadcasts and may lie in memory two ways (StepsA: the rows of
 // one step contiguous, as in a packed panel or a transposed matrix; RowsA:
 // rows in place, steps contiguous). B is read by vectors: b + p * b_stride
-// holds the 2 vectors of step p (a packed panel, or B's own rows in place).
+// holds the 2 vectors of step p (a packed panel, or B's own rows in place),
+// stored as fp32 or, for weights packed in 16 bits, widened as loaded.
 
 #if defined(MHA_LIB_GEMM_MICROKERNEL_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_LIB_GEMM_MICROKERNEL_INL_H_
@@ -24,6 +25,7 @@
 #include <type_traits>
 
 #include "hwy/highway.h"
+#include "lib/common/wide_load-inl.h"
 #include "lib/gemm/tile_shape-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -79,9 +81,9 @@ static_assert(kTileRows <= 12, "MHA_TILE_ROWS names 12 rows");
 // tile = sum over p < depth of A(r, p) * B(p, :), in order of p with one FMA
 // per step, so the result never depends on how work is split; then
 // epilogue(r, first vector, second vector) for each row r < kRows.
-template <std::size_t kRows, class AOperand, class Epilogue>
+template <std::size_t kRows, class AOperand, class BElement, class Epilogue>
 MHA_TILE_KERNEL void MultiplyTile(std::size_t depth, const AOperand& a,
-                                  const float* HWY_RESTRICT b,
+                                  const BElement* HWY_RESTRICT b,
                                   std::size_t b_stride, Epilogue&& epilogue) {
   static_assert(kRows >= 1 && kRows <= kTileRows, "tile rows");
   const FloatTag d;
@@ -94,9 +96,9 @@ MHA_TILE_KERNEL void MultiplyTile(std::size_t depth, const AOperand& a,
   // 2 loads, kRows broadcasts and 2 kRows FMAs of a step.
 #pragma GCC unroll 4
   for (std::size_t p = 0; p < depth; ++p) {
-    const float* HWY_RESTRICT b_step = b + p * b_stride;
-    const FloatVec b0 = hn::LoadU(d, b_step);
-    const FloatVec b1 = hn::LoadU(d, b_step + lanes);
+    const BElement* HWY_RESTRICT b_step = b + p * b_stride;
+    const FloatVec b0 = LoadWide(d, b_step);
+    const FloatVec b1 = LoadWide(d, b_step + lanes);
     const auto step = a.Step(p);
 #define MHA_UPDATE_ROW(r)                           \
   if constexpr (r < kRows) {                        \

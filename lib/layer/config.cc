@@ -12,6 +12,7 @@ MultiHeadAttentionConfig ResolveConfig(const char* where,
     Fail(where, ": d_model (", config.d_model,
          ") must be divisible by num_heads (", config.num_heads, ")");
   }
+  CheckPrecision(where, "weight_precision", config.weight_precision);
   MultiHeadAttentionConfig resolved = config;
   if (resolved.num_kv_heads == 0) resolved.num_kv_heads = config.num_heads;
   if (config.num_heads % resolved.num_kv_heads != 0) {

@@ -10,6 +10,7 @@
 #include "lib/attention/attention_args.h"
 #include "lib/common/buffer_pool.h"
 #include "lib/common/check.h"
+#include "lib/common/storage.h"
 #include "lib/dispatch/dispatch.h"
 #include "lib/gemm/gemm_args.h"
 #include "lib/layer/config.h"
@@ -43,14 +44,30 @@ void Project(std::size_t target, const float* x, std::size_t rows,
                            false, 0.0f, out, ldo, bias, &w});
 }
 
+// Keys and values of every KV head, as attention reads them: projections
+// (fp32) or a KV cache (any precision), laid out alike.
+struct KeysAndValues {
+  const void* k;
+  const void* v;
+  std::size_t ld, rows_per_batch;
+  Precision precision;
+
+  static KeysAndValues Of(const Projected& keys, const Projected& values) {
+    return {keys.data, values.data, keys.ld, keys.rows_per_batch,
+            Precision::F32};
+  }
+  Layout Heads(std::size_t head_dim) const {
+    return {rows_per_batch * ld, head_dim, ld};
+  }
+};
+
 // The second half of a forward pass: attention of the projected heads into
 // a context buffer, then the output projection into `output`.
 void AttendAndProject(std::size_t target, const MultiHeadAttentionConfig& c,
                       const PackedProjections& w, std::size_t batch,
                       std::size_t q_len, std::size_t kv_len, const Projected& q,
-                      const Projected& k, const Projected& v,
-                      const AttentionMask& mask, float* weights,
-                      float* output) {
+                      const KeysAndValues& kv, const AttentionMask& mask,
+                      float* weights, float* output) {
   const std::size_t d = c.d_model, hd = detail::HeadDim(c);
   const PooledBuffer context(batch * q_len * d);
   const Projected ctx{context.get(), d, q_len};
@@ -58,15 +75,16 @@ void AttendAndProject(std::size_t target, const MultiHeadAttentionConfig& c,
                        {{batch, c.num_heads, c.num_kv_heads, q_len, kv_len, hd},
                         q.data,
                         q.Heads(hd),
-                        k.data,
-                        k.Heads(hd),
-                        v.data,
-                        v.Heads(hd),
+                        kv.k,
+                        kv.Heads(hd),
+                        kv.v,
+                        kv.Heads(hd),
                         context.get(),
                         ctx.Heads(hd),
                         mask,
                         1.0f / std::sqrt(static_cast<float>(hd)),
-                        weights});
+                        weights,
+                        kv.precision});
   Project(target, context.get(), batch * q_len, w.O(), w.OBias(), output, d);
 }
 
@@ -147,8 +165,9 @@ void MultiHeadAttention::forward(const float* query, const float* key,
     const Projected q{qkv.get(), wide, q_len};
     const Projected k{qkv.get() + w.k_column(), wide, kv_len};
     const Projected v{qkv.get() + w.v_column(), wide, kv_len};
-    return AttendAndProject(target, config_, w, batch, q_len, kv_len, q, k, v,
-                            mask, attention_weights, output);
+    return AttendAndProject(target, config_, w, batch, q_len, kv_len, q,
+                            KeysAndValues::Of(k, v), mask, attention_weights,
+                            output);
   }
   const PooledBuffer q_proj(q_rows * w.q_width);
   Project(target, query, q_rows, w.QkvColumns(0, w.q_width), w.QkvBias(0),
@@ -166,8 +185,8 @@ void MultiHeadAttention::forward(const float* query, const float* key,
     Project(target, value, kv_rows, w.QkvColumns(w.v_column(), kv_width),
             w.QkvBias(w.v_column()), kv_proj.get() + kv_width, 2 * kv_width);
   }
-  AttendAndProject(target, config_, w, batch, q_len, kv_len, q, k, v, mask,
-                   attention_weights, output);
+  AttendAndProject(target, config_, w, batch, q_len, kv_len, q,
+                   KeysAndValues::Of(k, v), mask, attention_weights, output);
 }
 
 void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
@@ -209,25 +228,26 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
   const PooledBuffer qkv(rows * wide);
   Project(target, x, rows, w.QkvColumns(0, wide), w.QkvBias(0), qkv.get(),
           wide);
+  const std::size_t bytes = bytes_per_element(cache.precision_);
   for (std::size_t b = 0; b < batch; ++b) {
     for (std::size_t t = 0; t < new_len; ++t) {
       const float* row = qkv.get() + (b * new_len + t) * wide;
-      const std::size_t slot = (b * cache.capacity_ + past + t) * kv;
-      std::memcpy(cache.keys_.data() + slot, row + w.k_column(),
-                  kv * sizeof(float));
-      std::memcpy(cache.values_.data() + slot, row + w.v_column(),
-                  kv * sizeof(float));
+      const std::size_t slot = (b * cache.capacity_ + past + t) * kv * bytes;
+      detail::StoreRounded(cache.precision_, row + w.k_column(), kv,
+                           cache.keys_.data() + slot);
+      detail::StoreRounded(cache.precision_, row + w.v_column(), kv,
+                           cache.values_.data() + slot);
     }
   }
   cache.length_ = past + new_len;
 
   const Projected q{qkv.get(), wide, new_len};
-  const Projected keys{cache.keys_.data(), kv, cache.capacity_};
-  const Projected values{cache.values_.data(), kv, cache.capacity_};
   AttentionMask causal;
   causal.causal = true;
-  AttendAndProject(target, config_, w, batch, new_len, cache.length_, q, keys,
-                   values, causal, nullptr, output);
+  AttendAndProject(target, config_, w, batch, new_len, cache.length_, q,
+                   {cache.keys_.data(), cache.values_.data(), kv,
+                    cache.capacity_, cache.precision_},
+                   causal, nullptr, output);
 }
 
 }  // namespace mha

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
+#include "lib/common/storage.h"
 #include "lib/layer/config.h"
 
 namespace mha::detail {
@@ -29,16 +30,23 @@ struct UserWeights {
   }
 };
 
-// Element (i, o) of a projection held in another packing.
+// Element (i, o) of a projection held in another packing (already rounded
+// to the precision: widening it and rounding it again is exact).
 struct PackedWeights {
   const PackedProjections& p;
 
   float operator()(Projection which, std::size_t i, std::size_t o) const {
     const std::size_t first[] = {0, p.k_column(), p.v_column()};
-    const float* panels = which == kO ? p.o.get() : p.qkv.get();
+    const unsigned char* panels = which == kO ? p.o.get() : p.qkv.get();
     const std::size_t column = which == kO ? o : first[which] + o;
     const std::size_t nr = p.panel_cols;
-    return panels[(column / nr * p.d_model + i) * nr + column % nr];
+    const std::size_t index = (column / nr * p.d_model + i) * nr + column % nr;
+    return WithStorageType(p.precision, [&](auto t) {
+      using T = decltype(t);
+      T element;
+      std::memcpy(&element, panels + index * sizeof(T), sizeof(T));
+      return ToFloat(element);
+    });
   }
   const float* Bias(Projection which) const {
     if (which == kO) return p.OBias();
@@ -48,18 +56,21 @@ struct PackedWeights {
 };
 
 // Columns [0, out) of projection `which` as panels of nr columns, all
-// d_model steps deep, zero-padded to whole panels, from `panels` on.
+// d_model steps deep, zero-padded to whole panels, from `panels` on, each
+// element rounded to `precision`.
 template <class Source>
 void PackProjection(const Source& source, Projection which, std::size_t in,
-                    std::size_t out, std::size_t nr, float* panels) {
-  const std::size_t width = (out + nr - 1) / nr * nr;
-  std::fill(panels, panels + width * in, 0.0f);
+                    std::size_t out, std::size_t nr, Precision precision,
+                    unsigned char* panels) {
+  const std::size_t bytes = bytes_per_element(precision);
+  std::vector<float> step(nr);  // one step of a panel, in fp32
   for (std::size_t j0 = 0; j0 < out; j0 += nr) {
-    float* panel = panels + j0 * in;
     for (std::size_t i = 0; i < in; ++i) {
-      for (std::size_t c = 0; c < std::min(nr, out - j0); ++c) {
-        panel[i * nr + c] = source(which, i, j0 + c);
+      for (std::size_t c = 0; c < nr; ++c) {
+        step[c] = j0 + c < out ? source(which, i, j0 + c) : 0.0f;
       }
+      StoreRounded(precision, step.data(), nr,
+                   panels + (j0 * in + i * nr) * bytes);
     }
   }
 }
@@ -75,12 +86,17 @@ std::unique_ptr<const PackedProjections> Pack(const MultiHeadAttentionConfig& c,
   p->kv_dim = kv;
   p->q_width = (d + nr - 1) / nr * nr;
   p->kv_width = (kv + nr - 1) / nr * nr;
-  p->qkv = hwy::AllocateAligned<float>(d * p->qkv_width());
-  p->o = hwy::AllocateAligned<float>(d * p->q_width);
-  PackProjection(source, kQ, d, d, nr, p->qkv.get());
-  PackProjection(source, kK, d, kv, nr, p->qkv.get() + p->k_column() * d);
-  PackProjection(source, kV, d, kv, nr, p->qkv.get() + p->v_column() * d);
-  PackProjection(source, kO, d, d, nr, p->o.get());
+  p->precision = c.weight_precision;
+  const std::size_t bytes = bytes_per_element(p->precision);
+  p->qkv = hwy::AllocateAligned<unsigned char>(d * p->qkv_width() * bytes);
+  p->o = hwy::AllocateAligned<unsigned char>(d * p->q_width * bytes);
+  unsigned char* qkv = p->qkv.get();
+  PackProjection(source, kQ, d, d, nr, p->precision, qkv);
+  PackProjection(source, kK, d, kv, nr, p->precision,
+                 qkv + p->k_column() * d * bytes);
+  PackProjection(source, kV, d, kv, nr, p->precision,
+                 qkv + p->v_column() * d * bytes);
+  PackProjection(source, kO, d, d, nr, p->precision, p->o.get());
   if (c.bias) {
     p->qkv_bias.assign(p->qkv_width(), 0.0f);
     std::copy_n(source.Bias(kQ), d, p->qkv_bias.begin());

@@ -24,7 +24,10 @@ namespace mha::detail {
 struct PackedProjections {
   std::size_t panel_cols, d_model, kv_dim;
   std::size_t q_width, kv_width;  // d_model, kv_dim rounded to whole panels
-  hwy::AlignedFreeUniquePtr<float[]> qkv, o;
+  Precision precision;            // of the weights' elements
+  // The panels' elements, of `precision`: [d_model, qkv_width()] and
+  // [d_model, q_width].
+  hwy::AlignedFreeUniquePtr<unsigned char[]> qkv, o;
   std::vector<float> qkv_bias;  // [q_width + 2 kv_width], or empty
   std::vector<float> o_bias;    // [d_model], or empty
 
@@ -36,9 +39,12 @@ struct PackedProjections {
   // Panels of output columns [first, first + width) of W_q|W_k|W_v, first a
   // whole number of panels.
   PackedB QkvColumns(std::size_t first, std::size_t width) const {
-    return {qkv.get() + first * d_model, d_model, width, panel_cols};
+    return {qkv.get() + first * d_model * bytes_per_element(precision), d_model,
+            width, panel_cols, precision};
   }
-  PackedB O() const { return {o.get(), d_model, d_model, panel_cols}; }
+  PackedB O() const {
+    return {o.get(), d_model, d_model, panel_cols, precision};
+  }
   const float* QkvBias(std::size_t first) const {
     return qkv_bias.empty() ? nullptr : qkv_bias.data() + first;
   }
