@@ -35,10 +35,20 @@ void Shapes(benchmark::internal::Benchmark* b) {
   }
 }
 
+// The decode cores of Shapes, for K and V stored in 16 bits.
+void DecodeCoreShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"b", "h", "kvh", "q", "kv", "d", "causal", "t"});
+  for (int threads : ThreadCounts()) {
+    b->Args({1, 32, 32, 1, 2048, 128, 0, threads});
+    b->Args({1, 32, 8, 1, 4096, 128, 0, threads});
+  }
+}
+
 struct Problem {
   mha::AttentionShape shape;
   mha::AttentionMask mask;
   std::vector<float> q, k, v, out;
+  std::vector<std::uint16_t> k16, v16;  // K and V in 16 bits, when asked
   mha::Layout q_layout, kv_layout;
 
   explicit Problem(const benchmark::State& state)
@@ -60,11 +70,26 @@ struct Problem {
     return 4.0 * shape.batch * shape.num_heads * shape.head_dim *
            VisiblePairs(shape.q_len, shape.kv_len, mask.causal);
   }
-  // K and V read once, Q read and out written once.
-  double Bytes() const { return 4.0 * (2 * q.size() + 2 * k.size()); }
+  // K and V read once (in `kv_bytes` an element), Q read and out written
+  // once.
+  double Bytes(std::size_t kv_bytes = sizeof(float)) const {
+    return 4.0 * 2 * q.size() + double(kv_bytes) * 2 * k.size();
+  }
   void Run(float* weights = nullptr) {
     mha::attention(shape, q.data(), q_layout, k.data(), kv_layout, v.data(),
                    kv_layout, out.data(), q_layout, mask, 0.0f, weights);
+  }
+  // K and V stored in precision p (BF16 or F16), for Run16.
+  void Store16(mha::Precision p) {
+    auto round = [p](float x) {
+      return p == mha::Precision::BF16 ? mha::to_bf16(x) : mha::to_f16(x);
+    };
+    for (float x : k) k16.push_back(round(x));
+    for (float x : v) v16.push_back(round(x));
+  }
+  void Run16(mha::Precision p) {
+    mha::attention(shape, q.data(), q_layout, k16.data(), kv_layout, v16.data(),
+                   kv_layout, p, out.data(), q_layout, mask);
   }
 };
 
@@ -76,6 +101,24 @@ void BM_AttentionFused(benchmark::State& state) {
   Report(state, p.Flops(), p.Bytes());
 }
 BENCHMARK(BM_AttentionFused)->Apply(Shapes)->UseRealTime();
+
+// The fused kernel over K and V stored in 16 bits; GB/s of the bytes stored.
+void AttentionFused16(benchmark::State& state, mha::Precision precision) {
+  Problem p(state);
+  p.Store16(precision);
+  WithThreads(state.range(7), [&] {
+    for (auto _ : state) p.Run16(precision);
+  });
+  Report(state, p.Flops(), p.Bytes(mha::bytes_per_element(precision)));
+}
+void BM_AttentionFusedBF16(benchmark::State& state) {
+  AttentionFused16(state, mha::Precision::BF16);
+}
+void BM_AttentionFusedF16(benchmark::State& state) {
+  AttentionFused16(state, mha::Precision::F16);
+}
+BENCHMARK(BM_AttentionFusedBF16)->Apply(DecodeCoreShapes)->UseRealTime();
+BENCHMARK(BM_AttentionFusedF16)->Apply(DecodeCoreShapes)->UseRealTime();
 
 void BM_AttentionWithWeights(benchmark::State& state) {
   Problem p(state);

@@ -8,6 +8,8 @@
 //     mha::softmax, its calls spread over row blocks and heads on oneTBB.
 // Rates: GFLOP/s of the multiply-adds (projections of Q, K, V and the
 // output, Q K^T, P V); GB/s of weights and cache read, for decode steps.
+// The BF16 and F16 variants store the weights (and the decode step's cache)
+// in 16 bits; their GB/s count the bytes stored.
 #include <tbb/parallel_for.h>
 
 #include <cmath>
@@ -87,9 +89,18 @@ struct Inputs {
   }
 };
 
-void BM_Forward(benchmark::State& state) {
+// S4 as self-attention, for the weights stored in 16 bits.
+void SixteenBitForwardShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"b", "q", "kv", "d", "h", "kvh", "self", "t"});
+  for (int threads : ThreadCounts()) {
+    b->Args({1, 2048, 2048, 1024, 16, 16, 1, threads});
+  }
+}
+
+// forward with the weights stored in `precision`.
+void Forward(benchmark::State& state, mha::Precision precision) {
   const LayerShape s(state);
-  mha::MultiHeadAttention layer({s.d, s.heads, s.kv_heads, false});
+  mha::MultiHeadAttention layer({s.d, s.heads, s.kv_heads, false, precision});
   layer.init_random(1);
   Inputs in(s);
   WithThreads(s.threads, [&] {
@@ -101,7 +112,18 @@ void BM_Forward(benchmark::State& state) {
   });
   Report(state, s.Flops());
 }
+void BM_Forward(benchmark::State& state) {
+  Forward(state, mha::Precision::F32);
+}
+void BM_ForwardBF16(benchmark::State& state) {
+  Forward(state, mha::Precision::BF16);
+}
+void BM_ForwardF16(benchmark::State& state) {
+  Forward(state, mha::Precision::F16);
+}
 BENCHMARK(BM_Forward)->Apply(ForwardShapes)->UseRealTime();
+BENCHMARK(BM_ForwardBF16)->Apply(SixteenBitForwardShapes)->UseRealTime();
+BENCHMARK(BM_ForwardF16)->Apply(SixteenBitForwardShapes)->UseRealTime();
 
 // Random [in, out] weights of a layer, as a user holds them.
 struct Weights {
@@ -286,7 +308,7 @@ class OneDnnLayer {
     m.primitive = dnnl::matmul(pd);
     m.weights = dnnl::memory(pd.weights_desc(), context.engine);
     dnnl::memory plain(dnnl::memory::desc(dims{k, n}, f32, tag::ab),
-                             context.engine, const_cast<float*>(w.data()));
+                       context.engine, const_cast<float*>(w.data()));
     dnnl::reorder(plain, m.weights).execute(context.stream, plain, m.weights);
     context.stream.wait();
     return m;
@@ -349,9 +371,10 @@ struct DecodeShape {
         threads(static_cast<int>(s.range(4))) {}
   std::size_t head_dim() const { return d / heads; }
   std::size_t kv_dim() const { return kv_heads * head_dim(); }
-  // The bytes a step must read: the four weights and the whole cache.
-  double Bytes() const {
-    return 4.0 *
+  // The bytes a step must read: the four weights and the whole cache,
+  // stored in `element_bytes` each.
+  double Bytes(std::size_t element_bytes = sizeof(float)) const {
+    return double(element_bytes) *
            (2.0 * d * d + 2.0 * d * kv_dim() + 2.0 * (context + 1) * kv_dim());
   }
   double Flops() const {
@@ -360,12 +383,14 @@ struct DecodeShape {
   }
 };
 
-void BM_DecodeStep(benchmark::State& state) {
+// One decode step, weights and cache stored in `precision`.
+void DecodeStep(benchmark::State& state, mha::Precision precision) {
   const DecodeShape s(state);
-  const mha::MultiHeadAttentionConfig c{s.d, s.heads, s.kv_heads, false};
+  const mha::MultiHeadAttentionConfig c{s.d, s.heads, s.kv_heads, false,
+                                        precision};
   mha::MultiHeadAttention layer(c);
   layer.init_random(1);
-  mha::KVCache prefilled(c, 1, s.context + 1);
+  mha::KVCache prefilled(c, 1, s.context + 1, precision);
   const auto prompt = RandomVector(s.context * s.d, 5);
   std::vector<float> out(prompt.size());
   layer.forward_cached(prompt.data(), 1, s.context, prefilled, out.data());
@@ -379,9 +404,20 @@ void BM_DecodeStep(benchmark::State& state) {
       layer.forward_cached(token.data(), 1, 1, cache, out.data());
     }
   });
-  Report(state, s.Flops(), s.Bytes());
+  Report(state, s.Flops(), s.Bytes(mha::bytes_per_element(precision)));
+}
+void BM_DecodeStep(benchmark::State& state) {
+  DecodeStep(state, mha::Precision::F32);
+}
+void BM_DecodeStepBF16(benchmark::State& state) {
+  DecodeStep(state, mha::Precision::BF16);
+}
+void BM_DecodeStepF16(benchmark::State& state) {
+  DecodeStep(state, mha::Precision::F16);
 }
 BENCHMARK(BM_DecodeStep)->Apply(DecodeShapes)->UseRealTime();
+BENCHMARK(BM_DecodeStepBF16)->Apply(DecodeShapes)->UseRealTime();
+BENCHMARK(BM_DecodeStepF16)->Apply(DecodeShapes)->UseRealTime();
 
 #ifdef MHA_HAVE_OPENBLAS
 // y[n] = x[k] W[k, n] by single-threaded cblas_sgemv on column blocks of W

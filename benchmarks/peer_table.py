@@ -28,10 +28,15 @@ import subprocess
 from collections import defaultdict
 
 PEERS = ("OpenBLAS", "OneDNN")
+# mha's own benchmarks with 16-bit storage: BM_DecodeStepBF16, ...
+VARIANTS = ("BF16", "F16")
+KINDS = {"BM_DecodeStep": "decode step", "BM_Forward": "forward",
+         "BM_AttentionFused": "attention core"}
 GEMM = r"BM_Sgemm(OpenBLAS|OneDNN)?/m:(20/n:512|128/n:512|1024/n:768|1024/n:1024|2048/n:2048/k:2048" \
        r"|2048/n:1024|4096/n:512|1/n:4096/k:4096|2048/n:2048/k:64|2048/n:64)/"
-LAYER = r"BM_Forward(OpenBLAS|OneDNN)?/|BM_DecodeStep(OpenBLAS)?/"
-CORE = r"BM_Attention(Fused|ComposedOpenBLAS|ComposedOneDNN)/b:1/h:(8|32)/kvh:(8|32)/q:(4096|1)/kv:(4096|2048)/d:(64|128)/causal:0/"
+LAYER = r"BM_Forward(OpenBLAS|OneDNN|BF16|F16)?/|BM_DecodeStep(OpenBLAS|BF16|F16)?/"
+CORE = r"BM_Attention(Fused|FusedBF16|FusedF16|ComposedOpenBLAS|ComposedOneDNN)/b:1/h:(8|32)" \
+       r"/kvh:(8|32)/q:(4096|1)/kv:(4096|2048)/d:(64|128)/causal:0/"
 PEAKS = r"BM_FmaPeak|BM_MemoryRead"
 # The layer shapes of the performance issue: S1 is the seed's example.
 LAYER_NAMES = {
@@ -77,7 +82,8 @@ def measure(args):
 def split(name):
     """'BM_SgemmOneDNN/m:1/.../t:2' -> ('BM_Sgemm', 'OneDNN', 'm=1 ...', 2)."""
     function, shape = name.split("/", 1)
-    peer = next((p for p in PEERS if function.endswith(p) and function != "BM_" + p), "")
+    peer = next((p for p in PEERS + VARIANTS
+                 if function.endswith(p) and function != "BM_" + p), "")
     base = function[: len(function) - len(peer)] if peer else function
     base = base.replace("Composed", "Fused") if base.startswith("BM_AttentionComposed") else base
     threads = int(re.search(r"(?:^|/)t:(\d+)", shape).group(1))
@@ -136,40 +142,35 @@ def main():
         print(f"measured on {threads} thread(s): FMA peak {fma:.1f} GFLOP/s, "
               f"DRAM read {read:.1f} GB/s")
 
-    lines = []
-    for (base, shape, threads), runs in rows_of(medians, {"BM_Sgemm"}):
-        unit = "GB/s" if shape.startswith("m=1 ") else "GFLOP/s"
-        peak = limits[threads][1 if unit == "GB/s" else 0]
-        best = max((runs[p][unit] for p in PEERS if p in runs), default=0)
-        ours = runs.get("")
-        ratio = f"{ours[unit] / best:.2f}" if ours and best else "-"
-        lines.append([shape.replace(" bt=1", " (B transposed)").replace(" bt=0", ""),
-                      str(threads), rate_cell(ours, unit, peak),
-                      rate_cell(runs.get("OpenBLAS"), unit, peak),
-                      rate_cell(runs.get("OneDNN"), unit, peak), ratio])
-    table(f"SGEMM: {unit_note('GFLOP/s (GB/s for m=1)')}",
-          ["shape", "threads", "mha", "OpenBLAS", "oneDNN", "mha / best peer"], lines)
+    gemm_unit = lambda shape: ("GB/s", 1) if shape.startswith("m=1 ") else ("GFLOP/s", 0)
+    core_unit = lambda shape: ("GB/s", 1) if " q=1 " in f" {shape} " else ("GFLOP/s", 0)
+    comparison(medians, limits, "BM_Sgemm",
+               "SGEMM: GFLOP/s (GB/s for m=1), % of the measured peak (DRAM read for m=1)",
+               gemm_unit, ["mha", "OpenBLAS", "oneDNN", "mha / best peer"])
+    comparison(medians, limits, "BM_Forward", "forward: GFLOP/s (% of FMA peak)",
+               lambda shape: ("GFLOP/s", 0),
+               ["mha", "OpenBLAS composition", "oneDNN composition",
+                "best peer time / mha time"])
+    comparison(medians, limits, "BM_DecodeStep",
+               "decode step: GB/s of weights and cache (% of DRAM read)",
+               lambda shape: ("GB/s", 1),
+               ["mha", "OpenBLAS composition", "oneDNN composition",
+                "best peer time / mha time"])
+    comparison(medians, limits, "BM_AttentionFused",
+               "attention core: fused mha against matrix products + softmax; GFLOP/s "
+               "(GB/s for q=1), % of the peak", core_unit,
+               ["mha fused", "OpenBLAS composition", "oneDNN composition",
+                "mha / best peer"])
+    sixteen_bit(medians, limits, core_unit)
 
-    for base, title, unit, limit in (
-            ("BM_Forward", "forward: GFLOP/s (% of FMA peak)", "GFLOP/s", 0),
-            ("BM_DecodeStep", "decode step: GB/s of weights and cache (% of DRAM read)",
-             "GB/s", 1)):
-        lines = []
-        for (_, shape, threads), runs in rows_of(medians, {base}):
-            peak = limits[threads][limit]
-            best = max((runs[p][unit] for p in PEERS if p in runs), default=0)
-            ours = runs.get("")
-            ratio = f"{ours[unit] / best:.2f}" if ours and best else "-"
-            lines.append([shape, str(threads), rate_cell(ours, unit, peak),
-                          rate_cell(runs.get("OpenBLAS"), unit, peak),
-                          rate_cell(runs.get("OneDNN"), unit, peak), ratio])
-        table(title, ["shape", "threads", "mha", "OpenBLAS composition",
-                      "oneDNN composition", "best peer time / mha time"], lines)
 
+def comparison(medians, limits, base, title, unit_of, header):
+    """One table of mha's `base` benchmark against the peers' of each shape:
+    rates with the fraction of the peak, and ours / the best peer's rate
+    (for equal work, the best peer's time / ours)."""
     lines = []
-    for (_, shape, threads), runs in rows_of(medians, {"BM_AttentionFused"}):
-        decode = " q=1 " in f" {shape} "
-        unit, limit = ("GB/s", 1) if decode else ("GFLOP/s", 0)
+    for (_, shape, threads), runs in rows_of(medians, {base}):
+        unit, limit = unit_of(shape)
         peak = limits[threads][limit]
         best = max((runs[p][unit] for p in PEERS if p in runs), default=0)
         ours = runs.get("")
@@ -177,10 +178,33 @@ def main():
         lines.append([shape, str(threads), rate_cell(ours, unit, peak),
                       rate_cell(runs.get("OpenBLAS"), unit, peak),
                       rate_cell(runs.get("OneDNN"), unit, peak), ratio])
-    table("attention core: fused mha against matrix products + softmax; GFLOP/s "
-          "(GB/s for q=1), % of the peak",
-          ["shape", "threads", "mha fused", "OpenBLAS composition", "oneDNN composition",
-           "mha / best peer"], lines)
+    table(title, ["shape", "threads"] + header, lines)
+
+
+def sixteen_bit(medians, limits, core_unit):
+    """Weights and cache stored in BF16 and F16 against fp32, same shapes:
+    GB/s of the bytes stored (GFLOP/s for prefill) and the speedup in time."""
+    lines = []
+    for (base, shape, threads), runs in rows_of(
+            medians, {"BM_DecodeStep", "BM_Forward", "BM_AttentionFused"}):
+        if not any(v in runs for v in VARIANTS):
+            continue
+        unit, limit = ("GB/s", 1) if base == "BM_DecodeStep" else (
+            core_unit(shape) if base == "BM_AttentionFused" else ("GFLOP/s", 0))
+        peak = limits[threads][limit]
+        f32 = runs.get("")
+        cells = [rate_cell(f32, unit, peak)]
+        for variant in VARIANTS:
+            got = runs.get(variant)
+            cells.append(rate_cell(got, unit, peak))
+            # Time ratio: the work is the same, the bytes are halved.
+            per_work = "GFLOP/s"
+            cells.append(f"{got[per_work] / f32[per_work]:.2f}x" if got and f32 else "-")
+        lines.append([KINDS[base], shape, str(threads)] + cells)
+    table("16-bit storage (weights and cache for decode and forward; K and V for the "
+          "core): rates of the bytes stored, % of the peak, speedup over F32 in time",
+          ["kernel", "shape", "threads", "F32", "BF16", "BF16 speedup", "F16",
+           "F16 speedup"], lines)
 
 
 def unit_note(text):
