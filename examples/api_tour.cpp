@@ -1,6 +1,7 @@
 // The README's API tour, compiled so that it stays true.
 #include <mha/mha.h>
 
+#include <cstdint>
 #include <cstdio>
 #include <vector>
 
@@ -37,6 +38,19 @@ int main() {
   mha::attention(s, q.data(), {128, 64, 16}, kv.data(), {192, 96, 16},
                  kv.data(), {192, 96, 16}, o.data(), {128, 64, 16}, mask);
 
-  std::printf("ran on %s; cache holds %zu tokens\n",
-              mha::active_target().c_str(), cache.length());
+  // 16-bit weights and KV cache (BF16 or F16): half the bytes per token.
+  mha::MultiHeadAttentionConfig small{256, 8, 2};
+  small.weight_precision = mha::Precision::BF16;
+  mha::MultiHeadAttention compact(small);
+  compact.init_random(1);
+  mha::KVCache cache16(small, 1, 64, mha::Precision::F16);
+  compact.forward_cached(token.data(), 1, 1, cache16, next.data());
+  // The attention kernel over a 16-bit cache an engine keeps itself.
+  std::vector<std::uint16_t> kv16(kv.size(), mha::to_f16(0.3f));
+  mha::attention(s, q.data(), {128, 64, 16}, kv16.data(), {192, 96, 16},
+                 kv16.data(), {192, 96, 16}, mha::Precision::F16, o.data(),
+                 {128, 64, 16}, mask);
+
+  std::printf("ran on %s; caches hold %zu and %zu tokens\n",
+              mha::active_target().c_str(), cache.length(), cache16.length());
 }
