@@ -19,6 +19,7 @@ removed for this process. Four tables, each with every row, wins and losses:
 
 usage: peer_table.py [--binary build/benchmarks/mha_benchmarks] [--reps 5]
                      [--min-time 0.3] [--json results.json]
+       peer_table.py --from-json results.json
 """
 import argparse
 import json
@@ -56,6 +57,8 @@ def parse_args():
     p.add_argument("--reps", type=int, default=5, help="interleaved repetitions (median)")
     p.add_argument("--min-time", type=float, default=0.3, help="seconds per repetition")
     p.add_argument("--json", help="also keep Google Benchmark's JSON here")
+    p.add_argument("--from-json", help="print the tables of a JSON kept by --json, "
+                                       "without measuring")
     return p.parse_args()
 
 
@@ -69,8 +72,12 @@ def measure(args):
                "--benchmark_report_aggregates_only=true",
                f"--benchmark_min_time={args.min_time}",
                "--benchmark_enable_random_interleaving=true"]
-    out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
-    if args.json:
+    if args.from_json:
+        with open(args.from_json) as f:
+            out = f.read()
+    else:
+        out = subprocess.run(command, env=env, check=True, capture_output=True, text=True).stdout
+    if args.json and not args.from_json:
         with open(args.json, "w") as f:
             f.write(out)
     data = json.loads(out)
@@ -88,6 +95,7 @@ def split(name):
     base = base.replace("Composed", "Fused") if base.startswith("BM_AttentionComposed") else base
     threads = int(re.search(r"(?:^|/)t:(\d+)", shape).group(1))
     shape = re.sub(r"(?:^|/)t:\d+.*", "", shape).replace(":", "=").replace("/", " ")
+    shape = shape.replace(" bt=0", "").replace(" bt=1", ", B transposed")
     return base, peer, LAYER_NAMES.get(shape, shape), threads
 
 

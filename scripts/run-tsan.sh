@@ -40,8 +40,11 @@ fi
 
 tbb_args=()
 if [ "${MHA_TSAN_SYSTEM_TBB:-0}" != 1 ]; then
-  package=$(dpkg-query -W -f='${source:Package}' libtbb-dev)
-  version=$(dpkg-query -W -f='${source:Version}' libtbb-dev)
+  # The native package only: with arm64 multiarch (run-tests-arm.sh) the
+  # bare name matches both and dpkg-query prints both, run together.
+  native=libtbb-dev:$(dpkg --print-architecture)
+  package=$(dpkg-query -W -f='${source:Package}' "$native")
+  version=$(dpkg-query -W -f='${source:Version}' "$native")
   prefix=$root/$out/onetbb/install
   if [ "$(cat "$prefix/VERSION" 2>/dev/null)" != "$package $version" ]; then
     echo "run-tsan: building $package $version with -fsanitize=thread (once)"
