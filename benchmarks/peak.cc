@@ -188,7 +188,8 @@ void BM_MemoryRead(benchmark::State& state) {
   // Aligned: a std::vector's 16-byte aligned data makes every 64-byte load
   // straddle two cache lines: measured 35-37 GB/s on one Zen 5 core against
   // 40-41 aligned.
-  hwy::AlignedFreeUniquePtr<float[]> buffer = hwy::AllocateAligned<float>(count);
+  hwy::AlignedFreeUniquePtr<float[]> buffer =
+      hwy::AllocateAligned<float>(count);
   float* data = buffer.get();
   std::fill(data, data + count, 1.0f);
   const int threads = state.range(1);
