@@ -10,6 +10,9 @@
 #     SVE_256 at their vector lengths), and the tests not tied to a target.
 # Installs what it needs on Debian 12: the cross compiler, qemu-user and the
 # arm64 builds of Highway, oneTBB and GoogleTest (multiarch).
+# With --full, every SVE setting runs the whole suite too (about 10 more
+# minutes): the NEON and fallback targets' tests and the install and
+# allocation tests again, at each vector length.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -50,11 +53,13 @@ run_on() {
 run_on cortex-a72 "Cortex-A72 (NEON), the whole suite"
 # The SVE vector length is set in bytes. The NEON and fallback targets'
 # code does not depend on it, and ran above, and so did the allocation tests
-# (about 100 s each under emulation): these runs take the SVE targets.
+# (about 100 s each under emulation): by default these runs take the SVE
+# targets.
+sve_scope=("the SVE targets' tests" -LE install -E '(/NEON|/SCALAR)$|^SteadyState[.]')
+[ "${1:-}" = --full ] && sve_scope=("the whole suite")
 for bytes in 16 32 64 256; do
   run_on "max,sve-default-vector-length=${bytes}" \
-    "SVE at $((bytes * 8)) bits, the SVE targets' tests" \
-    -LE install -E '(/NEON|/SCALAR)$|^SteadyState[.]'
+    "SVE at $((bytes * 8)) bits, ${sve_scope[0]}" "${sve_scope[@]:1}"
 done
 covered=$(echo "$covered" | tr ' ' '\n' | sort -u | tr '\n' ' ')
 echo "run-tests-arm: every test passed; targets run:${covered}"
