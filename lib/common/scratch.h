@@ -17,6 +17,7 @@ enum class ScratchSlot {
   kRowState,     // its rows' softmax state (max, sum, corrections)
   kKeyBlock,     // a key block's K widened to fp32 (16-bit storage)
   kValueBlock,   // a key block's V widened to fp32 (16-bit storage)
+  kValueSums,    // a decode block's P V sums, before they join O
   kCount
 };
 
