@@ -18,20 +18,7 @@ cd "$(dirname "$0")/.."
 
 packages=(g++-aarch64-linux-gnu qemu-user cmake libhwy-dev:arm64 libtbb-dev:arm64
           libgtest-dev:arm64)
-missing=()
-for package in "${packages[@]}"; do
-  dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q "install ok installed" ||
-    missing+=("$package")
-done
-if [ ${#missing[@]} -ne 0 ]; then
-  echo "run-tests-arm: installing ${missing[*]}"
-  sudo=""
-  [ "$(id -u)" -eq 0 ] || sudo="sudo"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo dpkg --add-architecture arm64
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
-fi
+bash scripts/install-missing.sh --arch arm64 "${packages[@]}"
 
 cmake -S . -B build-arm -DCMAKE_BUILD_TYPE=Release -DMHA_BUILD_BENCHMARKS=OFF \
   -DCMAKE_TOOLCHAIN_FILE="$PWD/cmake/toolchains/aarch64-linux-gnu.cmake"
