@@ -6,6 +6,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "lib/gemm/gemm_args.h"
@@ -257,8 +258,8 @@ TEST_P(LayerTest, BiasesWithDModelBeyondTheDepthBlock) {
 }
 
 // Weights stored in BF16 and F16 through every projection path: the seed's
-// shape (blocked GEMM), cross-attention with separate K and V, decode rows
-// (the GEMV path, M = 1 to 4), and d_model past the depth block with biases.
+// shape (blocked GEMM), cross-attention with separate K and V, and d_model
+// past the depth block with biases (decode rows: the next test).
 TEST_P(LayerTest, SixteenBitWeightsOnEveryProjectionPath) {
   const std::size_t kc = mha::detail::GemmShapeParamsForTest().kc;
   const std::size_t wide = (kc + 8 + 7) / 8 * 8;
@@ -267,14 +268,29 @@ TEST_P(LayerTest, SixteenBitWeightsOnEveryProjectionPath) {
           false, 0, true);
     Check({64, 8, 2, true, p}, mha::WeightLayout::OutIn, 2, 7, 19, false, false,
           7, false);
-    for (std::size_t batch : {1, 2, 3, 4}) {
-      Check({64, 4, 1, true, p}, mha::WeightLayout::InOut, batch, 1, 9, false,
-            true, 0, false);
-    }
     Check({wide, 8, 2, true, p}, mha::WeightLayout::OutIn, 1, 3, 5, false,
           false, 1, false);
     Check({wide, 8, 0, true, p}, mha::WeightLayout::InOut, 1, 40, 40, true,
           false, 0, false);
+  }
+}
+
+// Decode rows (the GEMV path, M = 1 to 4), whose panels are read two at a
+// time, at every way they pair up: d_model 48, 80 and 112 make a pair with a
+// ragged second panel, a pair and a ragged single, and two pairs on 32-column
+// panels (AVX-512), and odd counts on 16- and 8-column ones; 45 adds an odd
+// depth. Every precision.
+TEST_P(LayerTest, DecodeRowsOnEveryPanelPairing) {
+  const std::pair<std::size_t, std::size_t> models[] = {
+      {48, 4}, {80, 4}, {112, 4}, {45, 5}};  // d_model, heads
+  for (mha::Precision p :
+       {mha::Precision::F32, mha::Precision::BF16, mha::Precision::F16}) {
+    for (const auto& [d, heads] : models) {
+      for (std::size_t batch : {1, 2, 3, 4}) {
+        Check({d, heads, 1, true, p}, mha::WeightLayout::InOut, batch, 1, 9,
+              false, true, 0, false);
+      }
+    }
   }
 }
 
