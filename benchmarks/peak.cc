@@ -90,21 +90,28 @@ double FmaLoop(std::size_t steps, float* sink) {
          static_cast<double>(steps);
 }
 
-// Sums `count` floats (reads memory once); returns the sum.
+// Sums `count` floats (reads memory once); returns the sum. The quarters of
+// the range are read side by side, four streams: one core reads DRAM faster
+// that way (Zen 5, 1 thread: 37.7 GB/s with one stream, 43.5 with two or
+// four; 2 threads: 45 with one, 51-53 with two or four), and the probe must
+// find the machine's limit, not one loop's.
 float ReadAll(const float* data, std::size_t count) {
   const hn::ScalableTag<float> d;
   const std::size_t lanes = hn::Lanes(d);
+  const std::size_t quarter = count / (4 * lanes) * lanes;
+  const float* q1 = data + quarter;
+  const float* q2 = q1 + quarter;
+  const float* q3 = q2 + quarter;
   auto a = hn::Zero(d), b = hn::Zero(d), c = hn::Zero(d), e = hn::Zero(d);
-  std::size_t i = 0;
-  for (; i + 4 * lanes <= count; i += 4 * lanes) {
+  for (std::size_t i = 0; i < quarter; i += lanes) {
     a = hn::Add(a, hn::LoadU(d, data + i));
-    b = hn::Add(b, hn::LoadU(d, data + i + lanes));
-    c = hn::Add(c, hn::LoadU(d, data + i + 2 * lanes));
-    e = hn::Add(e, hn::LoadU(d, data + i + 3 * lanes));
+    b = hn::Add(b, hn::LoadU(d, q1 + i));
+    c = hn::Add(c, hn::LoadU(d, q2 + i));
+    e = hn::Add(e, hn::LoadU(d, q3 + i));
   }
   float sum =
       hn::GetLane(hn::SumOfLanes(d, hn::Add(hn::Add(a, b), hn::Add(c, e))));
-  for (; i < count; ++i) sum += data[i];
+  for (std::size_t i = 4 * quarter; i < count; ++i) sum += data[i];
   return sum;
 }
 
