@@ -21,9 +21,11 @@
 #include <type_traits>
 #include <vector>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "lib/attention/attention_args.h"
 #include "lib/attention/task.h"
+#include "lib/common/cache_sizes.h"
 #include "lib/common/scratch.h"
 #include "lib/common/wide_load-inl.h"
 #include "lib/gemm/tile_shape-inl.h"
@@ -106,9 +108,20 @@ class DecodeRange {
   // kv_len x head_dim floats. (The attention core at d4096 h32, head-major,
   // read K at 10-13 GB/s block by block over all heads: 32 runs of 32 KiB,
   // each a new stream for the prefetchers.)
+  //
+  // A block reads its K rows, then its V rows: two runs in turn, and the
+  // hardware prefetchers restart on each. So while a block's logits are
+  // computed, its V rows and the next block's K rows are prefetched, two
+  // streams at once, when both blocks fit in half of L2 (the prefetched
+  // lines must still be there when used). Head-major, one Zen 5 core: 32 KV
+  // heads over 2048 keys read 35 GB/s instead of 22.7, 8 over 4096 39 GB/s
+  // instead of 18.3 (64 GB/s in cache). The layer's cache at 32 KV heads
+  // (1 MiB blocks) ran its decode step 0.91x as fast with the prefetches.
   void Run() {
     const std::size_t heads_per_pass =
         a_.k_layout.head < a_.k_layout.token ? s_.num_kv_heads : 1;
+    const std::size_t block_bytes = kBlock * heads_per_pass * dim_ * sizeof(KV);
+    prefetch_ = 2 * block_bytes <= detail::MachineCaches().l2 / 2;
     for (std::size_t h0 = 0; h0 < s_.num_kv_heads; h0 += heads_per_pass) {
       const Heads heads{h0, h0 + heads_per_pass, group_ * s_.q_len};
       for (std::size_t j0 = key_begin_; j0 < keys_end_; j0 += kBlock) {
@@ -156,6 +169,15 @@ class DecodeRange {
     std::size_t end_row() const { return end * rows_each; }
   };
 
+  // Asks for one row of head_dim values of K or V (see Run).
+  void PrefetchRow(const KV* row) const {
+    constexpr std::size_t kLine = 64;  // bytes of a cache line
+    const char* bytes = reinterpret_cast<const char*>(row);
+    for (std::size_t i = 0; i < dim_ * sizeof(KV); i += kLine) {
+      hwy::Prefetch(bytes + i);
+    }
+  }
+
   std::size_t Visible(std::size_t r, std::size_t j0, std::size_t n) const {
     return detail::VisibleIn(end_[r], j0, n);
   }
@@ -167,6 +189,12 @@ class DecodeRange {
     for (std::size_t j = 0; j < n; ++j) {
       for (std::size_t kv_head = heads.begin; kv_head < heads.end; ++kv_head) {
         const KV* key = detail::KeyRow<KV>(a_, b_, kv_head, j0 + j);
+        if (prefetch_) {
+          PrefetchRow(detail::ValueRow<KV>(a_, b_, kv_head, j0 + j));
+          if (j0 + j + kBlock < keys_end_) {
+            PrefetchRow(detail::KeyRow<KV>(a_, b_, kv_head, j0 + j + kBlock));
+          }
+        }
         ForRowChunks(heads.rows_each, [&](auto rows, std::size_t first) {
           const std::size_t r = kv_head * heads.rows_each + first;
           DotRows<decltype(rows)::value>(queries_ + r * dim_, key,
@@ -456,6 +484,7 @@ class DecodeRange {
   const AttentionShape& s_;
   const std::size_t b_, key_begin_, rows_, group_, dim_;
   std::size_t keys_end_;
+  bool prefetch_ = false;  // K and V ahead of use (see Run)
   float *queries_, *scores_, *outputs_, *block_sums_, *max_, *sum_;
   std::size_t* end_;
   char *poisoned_, *saw_key_;
