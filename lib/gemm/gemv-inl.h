@@ -3,7 +3,8 @@
 // order. Tasks own column ranges of C, cut from the shape only, and every
 // sum runs in order of k, so results do not depend on the thread count.
 //   Pre-packed B (the layer's weights): a task reads whole panels, each one
-//     contiguous run of k x TileCols() floats, with the sums in registers.
+//     contiguous run of k x TileCols() values, two side by side, with the
+//     sums in registers.
 //   B in place (row-major): a task sweeps every row of B across its column
 //     chunk, with the chunk's sums in an L1-resident buffer.
 
