@@ -6,10 +6,12 @@
 // allocations, std::vector, oneTBB), counting them while `counting` is on.
 #include <gtest/gtest.h>
 #include <tbb/task_arena.h>
+#include <tbb/task_group.h>
 
 #include <atomic>
 #include <cstddef>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
 #include "mha/mha.h"
@@ -55,15 +57,34 @@ int posix_memalign(void** out, std::size_t alignment, std::size_t size) {
 
 namespace {
 
-// Runs call() until it has made no allocation ten times in a row (every
-// thread of the arena has then sized its scratch for every kind of task),
-// then counts the allocations of `repeats` more calls.
+// Runs call() on a worker thread of the current arena: the caller spins
+// outside oneTBB until a worker has taken the call, which then runs a part
+// of every parallel loop in it (oneTBB's caller always runs the first piece
+// of its range) and so sizes that worker's scratch for every kind of task.
+template <class Call>
+void CallOnAWorker(Call& call) {
+  std::atomic<bool> started{false};
+  tbb::task_group group;
+  group.run([&] {
+    started = true;
+    call();
+  });
+  while (!started.load()) std::this_thread::yield();
+  group.wait();
+}
+
+// Warms up (call() on a worker, when there are several threads, then on
+// the caller until ten calls in a row made no allocation), then counts the
+// allocations of `repeats` more calls. The quiet calls alone were not
+// enough on a loaded machine: the worker could sleep through them, the
+// caller running every task, and size its scratch inside the counted calls.
 template <class Call>
 long AllocationsInSteadyState(int threads, Call&& call, int repeats = 10) {
   long counted = 0;
   tbb::task_arena arena(threads);
   arena.execute([&] {
     counting = true;
+    if (threads > 1) CallOnAWorker(call);
     for (int calls = 0, quiet = 0; quiet < 10 && calls < 400; ++calls) {
       allocations = 0;
       call();
