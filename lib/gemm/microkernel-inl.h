@@ -47,12 +47,33 @@ struct StepsA {
 };
 
 // A read in place by rows: element (r, p) at base[r * row_stride + p].
+//
+// A step is addressed from four pointers, one per three rows, and the row
+// stride: rows 3g, 3g + 1, 3g + 2 at group[g][0], [stride], [2 stride] (x86
+// scales an index by 1, 2, 4 or 8). With a pointer per row, or offsets
+// r * row_stride, GCC 12 ran out of the 16 general registers and reloaded
+// 7 of the 12 offsets every step, from the stack or through vmovq from
+// vector registers (on AVX-512 a port the FMAs need).
 struct RowsA {
   const float* base;
   std::size_t row_stride;
-  const float* Step(std::size_t p) const { return base + p; }
-  float At(const float* step, std::size_t r) const {
-    return step[r * row_stride];
+
+  struct StepRows {
+    const float *g0, *g1, *g2, *g3;
+    std::size_t stride;
+  };
+  StepRows Step(std::size_t p) const {
+    const float* first = base + p;
+    return {first, first + 3 * row_stride, first + 6 * row_stride,
+            first + 9 * row_stride, row_stride};
+  }
+  float At(const StepRows& step, std::size_t r) const {
+    const std::size_t g = r / 3;
+    const float* group = g == 0   ? step.g0
+                         : g == 1 ? step.g1
+                         : g == 2 ? step.g2
+                                  : step.g3;
+    return group[r % 3 * step.stride];
   }
   RowsA Rows(std::size_t first) const {
     return {base + first * row_stride, row_stride};
