@@ -17,6 +17,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"b", "h", "kvh", "q", "kv", "d", "causal", "t"});
   const std::vector<std::vector<int64_t>> shapes = {
       {2, 8, 8, 10, 10, 64, 0},        // the seed's shape
+      {8, 12, 12, 128, 128, 64, 0},    // the attention core of S3
       {1, 25, 25, 1024, 1024, 64, 0},  // PyTorch flash-attention RFC shape
       {1, 25, 25, 1024, 1024, 64, 1},
       {1, 8, 8, 4096, 4096, 64, 0},  // the prefill core of S5
