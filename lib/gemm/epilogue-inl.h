@@ -43,9 +43,10 @@ class TileStore {
         cols_(cols),
         bias_(e.column_bias ? e.column_bias + col0 : nullptr) {}
 
-  // Asks for the tile's rows of C ahead of its epilogue, which would
-  // otherwise wait on them (C is read on every slice after the first, and
-  // is usually far from L1).
+  // Asks for the tile's rows of C ahead of an epilogue that reads them
+  // (every slice after the first, or beta != 0), which would otherwise wait
+  // on them: C is usually far from L1. A tile that only writes C is better
+  // off without (1-3% on 2048 x 2048 x 64 and 4096 x 512 x 512).
   void Prefetch(std::size_t rows) const {
     const std::size_t lanes = hn::Lanes(FloatTag());
     for (std::size_t r = 0; r < rows; ++r) {
