@@ -151,61 +151,20 @@ class PrefillTile {
  private:
   // Q^T in panels of nr_ rows, scaled by scale * log2(e); rows holding NaN
   // or Inf are poisoned now (every logit they make is NaN or Inf).
+  //
+  // A scalar transposing copy, each row checked with vectors: at L = 128 it
+  // is about a tenth of a task's time. Gathering a vector of rows per step
+  // instead was 5-19% slower over the whole task on Zen 5 (AVX-512 gathers
+  // of 16 rows cost about 27 cycles each there); testing each element
+  // (std::isfinite in the copy) was slower still.
   void PackQueries() {
-    if constexpr (kNativeGather) {
-      // The last row lies farthest from the first (layout strides are >= 0).
-      if (QueryRow(rows_ - 1) - QueryRow(0) <= INT32_MAX) {
-        return PackQueriesGathered();
-      }
-    }
     const float scale2 = a_.scale * kLog2e;
     std::memset(queries_, 0, dim_ * ld_ * sizeof(float));
     for (std::size_t r = 0; r < rows_; ++r) {
       const float* q = QueryRow(r);
       float* panel = queries_ + (r / nr_) * dim_ * nr_ + r % nr_;
-      for (std::size_t p = 0; p < dim_; ++p) {
-        panel[p * nr_] = scale2 * q[p];
-        if (!std::isfinite(q[p])) poisoned_[r] = 1;
-      }
-    }
-  }
-
-  // PackQueries by one gather per vector of a panel's rows and step of
-  // head_dim, the rows' offsets from the first as indices: at L = 128 the
-  // scalar transposing copy cost about a fifth of the instructions of the
-  // task's two products. Columns past the last row gather row 0, zeroed.
-  void PackQueriesGathered() {
-    const FloatTag d;
-    const hn::RebindToSigned<FloatTag> di;
-    const std::size_t lanes = hn::Lanes(d);
-    const float* first = QueryRow(0);
-    const FloatVec scale2 = hn::Set(d, a_.scale * kLog2e);
-    HWY_ALIGN int32_t offsets[hn::MaxLanes(di)];
-    for (std::size_t c0 = 0; c0 < ld_; c0 += lanes) {
-      float* panel = queries_ + c0 / nr_ * dim_ * nr_ + c0 % nr_;
-      if (c0 >= rows_) {  // padding only
-        for (std::size_t p = 0; p < dim_; ++p) {
-          hn::StoreU(hn::Zero(d), d, panel + p * nr_);
-        }
-        continue;
-      }
-      for (std::size_t c = 0; c < lanes; ++c) {
-        const std::size_t r = c0 + c;
-        offsets[c] = r < rows_ ? static_cast<int32_t>(QueryRow(r) - first) : 0;
-      }
-      const auto index = hn::Load(di, offsets);
-      const auto valid = hn::FirstN(d, rows_ - c0);
-      auto finite = valid;
-      for (std::size_t p = 0; p < dim_; ++p) {
-        const FloatVec q = hn::GatherIndex(d, first + p, index);
-        finite = hn::And(finite, hn::IsFinite(q));
-        hn::StoreU(hn::IfThenElseZero(valid, hn::Mul(scale2, q)), d,
-                   panel + p * nr_);
-      }
-      if (hn::CountTrue(d, finite) == hn::CountTrue(d, valid)) continue;
-      for (std::size_t r = c0; r < std::min(rows_, c0 + lanes); ++r) {
-        if (!RowsAreFinite(QueryRow(r), 1, 0, dim_)) poisoned_[r] = 1;
-      }
+      for (std::size_t p = 0; p < dim_; ++p) panel[p * nr_] = scale2 * q[p];
+      if (!RowsAreFinite(q, 1, 0, dim_)) poisoned_[r] = 1;
     }
   }
 

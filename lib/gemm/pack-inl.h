@@ -27,16 +27,6 @@ HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace HWY_NAMESPACE {
 
-// Whether the target gathers natively: emulated gathers are slower than the
-// scalar copies they would replace.
-#if HWY_TARGET <= HWY_AVX2 || HWY_TARGET == HWY_SVE ||     \
-    HWY_TARGET == HWY_SVE2 || HWY_TARGET == HWY_SVE_256 || \
-    HWY_TARGET == HWY_SVE2_128
-constexpr bool kNativeGather = true;
-#else
-constexpr bool kNativeGather = false;
-#endif
-
 // panel[p * width + c] = src[c * c_stride + p * p_stride] for c < valid,
 // zero for valid <= c < width; p < depth. Serves every transpose case: the
 // strides say how the panel's columns and its depth lie in memory. Writes
@@ -61,12 +51,15 @@ inline void PackPanel(float* HWY_RESTRICT panel, std::size_t width,
     }
     return;
   }
+#if HWY_TARGET <= HWY_AVX2 || HWY_TARGET == HWY_SVE ||     \
+    HWY_TARGET == HWY_SVE2 || HWY_TARGET == HWY_SVE_256 || \
+    HWY_TARGET == HWY_SVE2_128
   // Transposing (columns strided in memory) with native gathers: one
   // gather per vector of columns per step. Lanes past `valid` gather column
   // 0 again (in bounds) and are zeroed; the last vector of a step may reach
   // past the panel's width into the next step's place, which that step,
   // written next, overwrites.
-  if (kNativeGather && c_stride * width < (std::size_t{1} << 31)) {
+  if (c_stride * width < (std::size_t{1} << 31)) {
     const hn::RebindToSigned<decltype(d)> di;
     const auto iota = hn::Iota(di, 0);
     const auto last = hn::Set(di, static_cast<int32_t>(valid));
@@ -93,6 +86,7 @@ inline void PackPanel(float* HWY_RESTRICT panel, std::size_t width,
     }
     return;
   }
+#endif
   for (std::size_t p = 0; p < depth; ++p) {
     float* HWY_RESTRICT row = panel + p * width;
     const float* HWY_RESTRICT from = src + p * p_stride;
