@@ -125,13 +125,13 @@ HWY_INLINE void MultiplySliver(const AOperand& a, std::size_t rows,
 // slice, a sliver every kTileRows rows).
 //
 // A is packed only when its slice serves many column blocks. Packing costs
-// about 0.5 ns a float (a transposing copy), and a sliver stays in L1 across
-// the panels of one block either way; but each block reads the slice again,
-// and with many blocks (a wide N) the streams of B and C have evicted it
-// from L3 by then, where 12 strided rows are slow to come back (2048 x 4096
-// x 4096, 16 blocks of 256 columns, one thread: 189 GFLOP/s in place, 211
-// packed). With fewer blocks the copy is the loss (2048^3, 8 blocks: 200
-// packed, 218-234 in place; 4096 x 512 x 512: 180 packed, 218 in place).
+// about 0.7 ns a float (a transposing copy, A from DRAM), and a sliver stays
+// in L1 across the panels of one block either way; but each block reads the
+// slice again, and with many blocks (a wide N) the streams of B and C have
+// evicted it from L3 by then, where 12 strided rows are slow to come back
+// (S6's K and V projections, 2048 x 4096 x 4096, 16 blocks of 256 columns:
+// 2.5% faster packed). With fewer blocks the copy is the loss (packing from
+// 4 blocks on: 2048 x 1024 x 1024 0.97x, 4096 x 512 x 512 0.92x from 2).
 constexpr std::size_t kPackAColBlocks = 16;
 
 struct SliceOfA {

@@ -5,10 +5,10 @@
 // floats: panel[p * W + c]. A panels have width kTileRows (rows of A), B
 // panels width TileCols() (columns of B).
 //
-// The copies are written with vectors explicitly: left to the compiler, the
-// per-step memcpy of B panels and the element-by-element transposition of A
-// slivers cost 5-10% of a 1024^3 product (and more or less depending on the
-// -mtune the library happened to be built with).
+// Copies of contiguous steps are written with vectors explicitly: left to
+// the compiler, per-step memcpys cost 5-10% of a 1024^3 product that packed
+// both operands (more or less depending on the -mtune the library happened
+// to be built with). Transposing copies go element by element (below).
 
 #if defined(MHA_LIB_GEMM_PACK_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_LIB_GEMM_PACK_INL_H_
@@ -18,8 +18,6 @@
 #endif
 
 #include <cstddef>
-#include <cstdint>
-#include <cstring>
 
 #include "hwy/highway.h"
 
@@ -51,42 +49,11 @@ inline void PackPanel(float* HWY_RESTRICT panel, std::size_t width,
     }
     return;
   }
-#if HWY_TARGET <= HWY_AVX2 || HWY_TARGET == HWY_SVE ||     \
-    HWY_TARGET == HWY_SVE2 || HWY_TARGET == HWY_SVE_256 || \
-    HWY_TARGET == HWY_SVE2_128
-  // Transposing (columns strided in memory) with native gathers: one
-  // gather per vector of columns per step. Lanes past `valid` gather column
-  // 0 again (in bounds) and are zeroed; the last vector of a step may reach
-  // past the panel's width into the next step's place, which that step,
-  // written next, overwrites.
-  if (c_stride * width < (std::size_t{1} << 31)) {
-    const hn::RebindToSigned<decltype(d)> di;
-    const auto iota = hn::Iota(di, 0);
-    const auto last = hn::Set(di, static_cast<int32_t>(valid));
-    const auto stride = hn::Set(di, static_cast<int32_t>(c_stride));
-    for (std::size_t p = 0; p < depth; ++p) {
-      for (std::size_t c0 = 0; c0 < width; c0 += lanes) {
-        const auto column =
-            hn::Add(iota, hn::Set(di, static_cast<int32_t>(c0)));
-        const auto in_range = hn::Lt(column, last);
-        const auto offsets =
-            hn::IfThenElseZero(in_range, hn::Mul(column, stride));
-        const auto gathered =
-            hn::IfThenElseZero(hn::RebindMask(d, in_range),
-                               hn::GatherIndex(d, src + p * p_stride, offsets));
-        float* to = panel + p * width + c0;
-        if (p + 1 < depth || c0 + lanes <= width) {
-          hn::StoreU(gathered, d, to);
-        } else {  // the panel's very end: nothing past it (a neighbour's)
-          HWY_ALIGN float last_lanes[hn::MaxLanes(d)];
-          hn::Store(gathered, d, last_lanes);
-          std::memcpy(to, last_lanes, (width - c0) * sizeof(float));
-        }
-      }
-    }
-    return;
-  }
-#endif
+  // Transposing (columns strided in memory): element by element. One
+  // native gather per vector of columns and step was slower on Zen 5, where
+  // an AVX-512 gather costs about 27 cycles: S6's K and V projections (A
+  // packed, 2048 x 4096 x 4096) ran 6-7% faster with this loop, on one and
+  // two threads; B transposed (2048 x 2048 x 64) the same.
   for (std::size_t p = 0; p < depth; ++p) {
     float* HWY_RESTRICT row = panel + p * width;
     const float* HWY_RESTRICT from = src + p * p_stride;
