@@ -9,6 +9,7 @@ namespace mha::detail {
 
 struct CacheSizes {
   std::size_t l1d;          // bytes of L1 data cache per core
+  std::size_t l1d_ways;     // its associativity
   std::size_t l2;           // bytes of L2 per core
   std::size_t l3_per_core;  // bytes of the last level, divided by the cores
                             // that share it (0 when there is none)

@@ -55,6 +55,28 @@ inline GemmBlocking MachineBlocking() {
   return b;
 }
 
+// Whether more rows of an A sliver read in place, `lda` floats apart, fall
+// into one set of L1 than the set has ways: each would evict another
+// before its next step is read, and every broadcast would come from L2.
+// Row strides that are multiples of the "critical stride" (L1 size / ways,
+// 4 KiB on current x86 cores) put every row of the sliver in one set.
+inline bool SliverRowsThrashL1(std::size_t lda) {
+  const detail::CacheSizes& caches = detail::MachineCaches();
+  constexpr std::size_t kLine = 64;
+  const std::size_t sets =
+      std::max<std::size_t>(1, caches.l1d / (caches.l1d_ways * kLine));
+  const auto set_of = [&](std::size_t row) {
+    return row * lda * sizeof(float) / kLine % sets;
+  };
+  for (std::size_t r = 0; r < kTileRows; ++r) {
+    std::size_t sharing = 0;
+    for (std::size_t q = 0; q < kTileRows; ++q)
+      sharing += set_of(q) == set_of(r);
+    if (sharing > caches.l1d_ways) return true;
+  }
+  return false;
+}
+
 inline const GemmBlocking& Blocking() {
   static const GemmBlocking blocking = MachineBlocking();
   return blocking;

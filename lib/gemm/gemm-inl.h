@@ -20,6 +20,7 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstring>
 #include <type_traits>
 
 #include "hwy/highway.h"
@@ -121,42 +122,67 @@ HWY_INLINE void MultiplySliver(const AOperand& a, std::size_t rows,
 
 // op(A)'s rows [i0, i0 + rows) and steps [p0, p0 + kc) as the micro-kernel
 // reads them: A^T in place (one step's rows are contiguous already), A's
-// rows in place, or packed slivers (packed_a: all of A's rows for this
-// slice, a sliver every kTileRows rows).
+// rows in place, or A's rows copied (copied_a: all of A's rows for this
+// slice, `copy_stride` floats apart).
 //
-// A is packed only when its slice serves many column blocks. Packing costs
-// about 0.7 ns a float (a transposing copy, A from DRAM), and a sliver stays
-// in L1 across the panels of one block either way; but each block reads the
-// slice again, and with many blocks (a wide N) the streams of B and C have
-// evicted it from L3 by then, where 12 strided rows are slow to come back
-// (S6's K and V projections, 2048 x 4096 x 4096, 16 blocks of 256 columns:
-// 2.5% faster packed). With fewer blocks the copy is the loss (packing from
-// 4 blocks on: 2048 x 1024 x 1024 0.97x, 4096 x 512 x 512 0.92x from 2).
-constexpr std::size_t kPackAColBlocks = 16;
+// A's slice is copied, in parallel before the tasks run, in two cases:
+// - It serves many column blocks. A sliver stays in L1 across the panels of
+//   one block either way, but each block reads the slice again, and with
+//   many blocks (a wide N) the streams of B and C have evicted it from L3 by
+//   then, where 12 strided rows are slow to come back (S6's K and V
+//   projections, 2048 x 4096 x 4096, 16 blocks of 256 columns: 2.5% faster
+//   copied). With fewer blocks the copy is the loss (copying from 4 blocks
+//   on: 2048 x 1024 x 1024 0.97x, 4096 x 512 x 512 0.92x from 2).
+// - A sliver's rows in place would thrash L1 (SliverRowsThrashL1: a stride
+//   of 1024 floats on an 8-way L1) and it serves enough panels to pay for
+//   the copy, which waits on A's rows where the micro-kernel's loads would
+//   overlap them with its FMAs. Measured on Zen 4 (32 KiB 8-way L1): 1024 x
+//   N x 1024 2-5% faster copied from N = 128 (4 panels), 2048 x 64 x 2048
+//   (2 panels) 20% slower.
+constexpr std::size_t kCopyAColBlocks = 16;
+constexpr std::size_t kCopyAMinPanels = 4;
+
+inline bool CopiesA(const detail::GemmArgs& g, std::size_t panels_per_block) {
+  if (g.trans_a) return false;
+  const std::size_t col_blocks = (g.n + Blocking().nc - 1) / Blocking().nc;
+  return col_blocks >= kCopyAColBlocks ||
+         (panels_per_block >= kCopyAMinPanels && SliverRowsThrashL1(g.lda));
+}
+
+// A row stride of at least kc floats and an odd number of 64-byte lines:
+// the rows of a copied sliver fall into distinct sets of L1.
+inline std::size_t CopyStride(std::size_t kc) {
+  constexpr std::size_t kLineFloats = 64 / sizeof(float);
+  const std::size_t stride = RoundUp(kc, kLineFloats);
+  return stride / kLineFloats % 2 ? stride : stride + kLineFloats;
+}
 
 struct SliceOfA {
   const detail::GemmArgs& g;
-  const float* packed_a;  // null: read in place
-  std::size_t p0, kc;
+  const float* copied_a;  // null: read in place
+  std::size_t copy_stride, p0, kc;
 
   template <class F>
   void With(std::size_t i0, F&& f) const {
     if (g.trans_a) return f(StepsA{g.a + p0 * g.lda + i0, g.lda});
-    if (packed_a) return f(StepsA{packed_a + i0 * kc, kTileRows});
+    if (copied_a) return f(RowsA{copied_a + i0 * copy_stride, copy_stride});
     f(RowsA{g.a + i0 * g.lda + p0, g.lda});
   }
 };
 
-// A's slivers for steps [p0, p0 + kc), all rows, packed in parallel.
-inline void PackA(const detail::GemmArgs& g, std::size_t p0, std::size_t kc,
-                  float* packed) {
+// A's rows for steps [p0, p0 + kc), `stride` floats apart, copied in
+// parallel a sliver per task.
+inline void CopyA(const detail::GemmArgs& g, std::size_t p0, std::size_t kc,
+                  std::size_t stride, float* copy) {
   const std::size_t slivers = (g.m + kTileRows - 1) / kTileRows;
   detail::ForEachTask(
       slivers, double(g.m) * g.n * g.k,
       [&](std::size_t s) {
-        const std::size_t r0 = s * kTileRows;
-        PackPanel(packed + r0 * kc, kTileRows, g.a + r0 * g.lda + p0, g.lda, 1,
-                  std::min(kTileRows, g.m - r0), kc);
+        const std::size_t rows = std::min(kTileRows, g.m - s * kTileRows);
+        for (std::size_t r = s * kTileRows; r < s * kTileRows + rows; ++r) {
+          std::memcpy(copy + r * stride, g.a + r * g.lda + p0,
+                      kc * sizeof(float));
+        }
       },
       kGemmParallelWork);
 }
@@ -197,9 +223,14 @@ inline void ScaleOnly(const detail::GemmArgs& g) {
 
 // The task grid of a slice: column blocks of at most nc (each task packs its
 // B block once and sweeps every A sliver of its rows past it), split further
-// -- columns first, in whole panels, then rows, in whole tiles -- while there
+// -- in whole panels or in whole tiles, whichever reads less -- while there
 // are fewer than two tasks per thread of the caller's arena, each of at
-// least kMinTaskWork multiply-adds. Then rows are split while the last round
+// least kMinTaskWork multiply-adds. Every column block reads all the rows of
+// A in its block row and every row block all the columns of B in its block
+// column, so splitting columns reads A again and splitting rows reads (and
+// packs) B again: 1024 x 1024 x 1024 on two threads of Zen 4 ran at 174
+// GFLOP/s as 6 column blocks of 192 and at 196 as 2 x 3 blocks of 516 x 384
+// (4096 x 512 x 512: 172 and 209). Then rows are split while the last round
 // of tasks would leave more than 1/16 of the threads' time idle: 1024 x 2304
 // x 768 (the QKV projection of S3) made 9 column blocks, 5 and 4 for two
 // threads. How C is cut does not change any of its elements (each is the
@@ -216,21 +247,33 @@ struct GemmGrid {
     mc = RoundUp(g.m, kTileRows);
     nc = std::min(RoundUp(g.n, nr), Blocking().nc);
     for (;;) {
-      row_blocks = (g.m + mc - 1) / mc;
-      col_blocks = (g.n + nc - 1) / nc;
+      row_blocks = Blocks(g.m, mc);
+      col_blocks = Blocks(g.n, nc);
       const double task_work = double(mc) * nc * std::min(g.k, Blocking().kc);
       if (task_work < 2 * kMinTaskWork) break;
+      const std::size_t half_mc = RoundUp(mc / 2, kTileRows);
+      const std::size_t half_nc = RoundUp(nc / 2, nr);
+      const bool rows_split = mc >= 2 * kTileRows, cols_split = nc >= 2 * nr;
       if (tasks() >= tasks_wanted) {
-        if (Balanced(threads) || mc < 2 * kTileRows) break;
-        mc = RoundUp(mc / 2, kTileRows);
-      } else if (nc >= 2 * nr) {
-        nc = RoundUp(nc / 2, nr);
-      } else if (mc >= 2 * kTileRows) {
-        mc = RoundUp(mc / 2, kTileRows);
+        if (Balanced(threads) || !rows_split) break;
+        mc = half_mc;
+      } else if (cols_split && (!rows_split || Reads(g, mc, half_nc) <=
+                                                   Reads(g, half_mc, nc))) {
+        nc = half_nc;
+      } else if (rows_split) {
+        mc = half_mc;
       } else {
         break;
       }
     }
+  }
+  static std::size_t Blocks(std::size_t extent, std::size_t block) {
+    return (extent + block - 1) / block;
+  }
+  // Floats of A and B the tasks of an mc x nc grid read per step of k.
+  static double Reads(const detail::GemmArgs& g, std::size_t mc,
+                      std::size_t nc) {
+    return double(g.m) * Blocks(g.n, nc) + double(g.n) * Blocks(g.m, mc);
   }
   std::size_t tasks() const { return row_blocks * col_blocks; }
   // Whether `threads` threads taking the tasks in rounds idle at most 1/16
@@ -246,15 +289,14 @@ template <class BElement>
 void GemmSlices(const detail::GemmArgs& g) {
   const GemmGrid grid(g);
   const std::size_t kc_max = Blocking().kc;
-  const bool pack_a = !g.trans_a && (g.n + Blocking().nc - 1) / Blocking().nc >=
-                                        kPackAColBlocks;
-  detail::PooledBuffer packed_a(
-      pack_a ? RoundUp(g.m, kTileRows) * std::min(kc_max, g.k) : 0);
+  const bool copy_a = CopiesA(g, grid.nc / TileCols());
+  const std::size_t copy_stride = CopyStride(std::min(kc_max, g.k));
+  detail::PooledBuffer copied_a(copy_a ? g.m * copy_stride : 0);
   const GemmEpilogue first{g.alpha, g.beta, g.beta != 0.0f, g.column_bias};
   for (std::size_t p0 = 0; p0 < g.k; p0 += kc_max) {
-    const SliceOfA a{g, pack_a ? packed_a.get() : nullptr, p0,
+    const SliceOfA a{g, copy_a ? copied_a.get() : nullptr, copy_stride, p0,
                      std::min(kc_max, g.k - p0)};
-    if (pack_a) PackA(g, p0, a.kc, packed_a.get());
+    if (copy_a) CopyA(g, p0, a.kc, copy_stride, copied_a.get());
     const GemmEpilogue epilogue = p0 == 0 ? first : first.Accumulating();
     detail::ForEachTask(
         grid.tasks(), double(g.m) * g.n * g.k,

@@ -2,8 +2,7 @@
 // zero-padding ragged edges so that every tile the kernel computes is full.
 //
 // A packed panel of width W holds, for each step p of the depth, W contiguous
-// floats: panel[p * W + c]. A panels have width kTileRows (rows of A), B
-// panels width TileCols() (columns of B).
+// floats: panel[p * W + c]. B panels have width TileCols() (columns of B).
 //
 // Copies of contiguous steps are written with vectors explicitly: left to
 // the compiler, per-step memcpys cost 5-10% of a 1024^3 product that packed
