@@ -109,38 +109,46 @@ HWY_INLINE void GemvPanels(const detail::GemmArgs& g, const BElement* panel,
 }
 
 // sums[i][j] += sum over p in [p0, p1) of A(i, p) B(p, j0 + j), i < m, for
-// the `width` columns (whole vectors) of a chunk, B read in place. Four rows
-// of B per pass over the sums, so that loading and storing a sum serves four
-// multiply-adds; the order of the additions is fixed by the shape.
+// the `width` columns (whole vectors) of a chunk, B read in place. Eight rows
+// of B per pass over the sums, so that loading and storing a sum serves
+// eight multiply-adds (in two chains), and the prefetchers follow eight
+// streams: on Zen 4, 1 x 4096 x 4096 read 15-20 GB/s with four rows per
+// pass and 18-21 with eight. The order of the additions is fixed by the
+// shape.
 inline void GemvRows(const detail::GemmArgs& g, std::size_t j0,
                      std::size_t width, std::size_t p0, std::size_t p1,
                      float* HWY_RESTRICT sums) {
   const FloatTag d;
-  const std::size_t lanes = hn::Lanes(d);
+  const std::size_t lanes = hn::Lanes(d), ld = g.ldb;
   std::size_t p = p0;
-  for (; p + 4 <= p1; p += 4) {
-    const float* HWY_RESTRICT b0 = g.b + p * g.ldb + j0;
-    const float* HWY_RESTRICT b1 = b0 + g.ldb;
-    const float* HWY_RESTRICT b2 = b1 + g.ldb;
-    const float* HWY_RESTRICT b3 = b2 + g.ldb;
+  for (; p + 8 <= p1; p += 8) {
+    const float* HWY_RESTRICT b = g.b + p * ld + j0;
     for (std::size_t i = 0; i < g.m; ++i) {
       const FloatVec a0 = hn::Set(d, ElementA(g, i, p));
       const FloatVec a1 = hn::Set(d, ElementA(g, i, p + 1));
       const FloatVec a2 = hn::Set(d, ElementA(g, i, p + 2));
       const FloatVec a3 = hn::Set(d, ElementA(g, i, p + 3));
+      const FloatVec a4 = hn::Set(d, ElementA(g, i, p + 4));
+      const FloatVec a5 = hn::Set(d, ElementA(g, i, p + 5));
+      const FloatVec a6 = hn::Set(d, ElementA(g, i, p + 6));
+      const FloatVec a7 = hn::Set(d, ElementA(g, i, p + 7));
       float* HWY_RESTRICT row = sums + i * width;
       for (std::size_t j = 0; j < width; j += lanes) {
-        FloatVec sum = hn::Load(d, row + j);
-        sum = hn::MulAdd(a0, hn::LoadU(d, b0 + j), sum);
-        sum = hn::MulAdd(a1, hn::LoadU(d, b1 + j), sum);
-        sum = hn::MulAdd(a2, hn::LoadU(d, b2 + j), sum);
-        sum = hn::MulAdd(a3, hn::LoadU(d, b3 + j), sum);
-        hn::Store(sum, d, row + j);
+        FloatVec even = hn::Load(d, row + j);
+        FloatVec odd = hn::Mul(a1, hn::LoadU(d, b + ld + j));
+        even = hn::MulAdd(a0, hn::LoadU(d, b + j), even);
+        odd = hn::MulAdd(a3, hn::LoadU(d, b + 3 * ld + j), odd);
+        even = hn::MulAdd(a2, hn::LoadU(d, b + 2 * ld + j), even);
+        odd = hn::MulAdd(a5, hn::LoadU(d, b + 5 * ld + j), odd);
+        even = hn::MulAdd(a4, hn::LoadU(d, b + 4 * ld + j), even);
+        odd = hn::MulAdd(a7, hn::LoadU(d, b + 7 * ld + j), odd);
+        even = hn::MulAdd(a6, hn::LoadU(d, b + 6 * ld + j), even);
+        hn::Store(hn::Add(even, odd), d, row + j);
       }
     }
   }
   for (; p < p1; ++p) {
-    const float* HWY_RESTRICT b = g.b + p * g.ldb + j0;
+    const float* HWY_RESTRICT b = g.b + p * ld + j0;
     for (std::size_t i = 0; i < g.m; ++i) {
       const FloatVec a = hn::Set(d, ElementA(g, i, p));
       float* HWY_RESTRICT row = sums + i * width;
