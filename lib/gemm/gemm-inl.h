@@ -245,15 +245,16 @@ struct GemmGrid {
     const std::size_t tasks_wanted = threads > 1 ? 2 * threads : 1;
     const std::size_t nr = TileCols();
     mc = RoundUp(g.m, kTileRows);
-    nc = std::min(RoundUp(g.n, nr), Blocking().nc);
+    nc = EvenBlock(g.n, Blocks(g.n, Blocking().nc), nr);
     for (;;) {
       row_blocks = Blocks(g.m, mc);
       col_blocks = Blocks(g.n, nc);
       const double task_work = double(mc) * nc * std::min(g.k, Blocking().kc);
       if (task_work < 2 * kMinTaskWork) break;
-      const std::size_t half_mc = RoundUp(mc / 2, kTileRows);
-      const std::size_t half_nc = RoundUp(nc / 2, nr);
-      const bool rows_split = mc >= 2 * kTileRows, cols_split = nc >= 2 * nr;
+      const std::size_t half_mc = EvenBlock(g.m, 2 * row_blocks, kTileRows);
+      const std::size_t half_nc = EvenBlock(g.n, 2 * col_blocks, nr);
+      const bool rows_split = Blocks(g.m, half_mc) > row_blocks;
+      const bool cols_split = Blocks(g.n, half_nc) > col_blocks;
       if (tasks() >= tasks_wanted) {
         if (Balanced(threads) || !rows_split) break;
         mc = half_mc;
@@ -269,6 +270,13 @@ struct GemmGrid {
   }
   static std::size_t Blocks(std::size_t extent, std::size_t block) {
     return (extent + block - 1) / block;
+  }
+  // The size of `blocks` near-equal blocks of `extent`, in whole `unit`s:
+  // halving 384 columns of 512 would leave 192 + 192 + 128, three tasks for
+  // two threads.
+  static std::size_t EvenBlock(std::size_t extent, std::size_t blocks,
+                               std::size_t unit) {
+    return RoundUp(Blocks(extent, blocks), unit);
   }
   // Floats of A and B the tasks of an mc x nc grid read per step of k.
   static double Reads(const detail::GemmArgs& g, std::size_t mc,
