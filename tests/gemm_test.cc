@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "lib/dispatch/dispatch.h"
 #include "lib/gemm/gemm_args.h"
 #include "reference.h"
 #include "test_util.h"
@@ -27,11 +28,16 @@ class GemmTest : public PerTarget {
     return matrix;
   }
 
+  // How a product is run: through mha::sgemm, or with every A sliver read by
+  // the wide tile (which only some L1s call for).
+  enum class Route { kPublic, kWideTiles };
+
   // Runs one product with leading dimensions padded by `pad` (padding NaN)
   // and checks it against the reference; padding must stay untouched. Each
   // operand ends at a guard page, so reading past its end crashes.
   void Check(std::size_t m, std::size_t n, std::size_t k, bool ta, bool tb,
-             float alpha, float beta, std::size_t pad = 3) {
+             float alpha, float beta, std::size_t pad = 3,
+             Route route = Route::kPublic) {
     const std::size_t a_rows = ta ? k : m, a_cols = ta ? m : k;
     const std::size_t b_rows = tb ? n : k, b_cols = tb ? k : n;
     const std::size_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
@@ -41,10 +47,17 @@ class GemmTest : public PerTarget {
     const std::vector<double> want =
         ReferenceGemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb,
                       beta, c.data(), ldc);
-    mha::sgemm(ta ? Transpose::Yes : Transpose::No,
-               tb ? Transpose::Yes : Transpose::No, m, n, k, alpha, a.data(),
-               lda, b.data(), ldb, beta, c.data(), ldc);
-    ExpectRanOnTarget();
+    if (route == Route::kPublic) {
+      mha::sgemm(ta ? Transpose::Yes : Transpose::No,
+                 tb ? Transpose::Yes : Transpose::No, m, n, k, alpha, a.data(),
+                 lda, b.data(), ldb, beta, c.data(), ldc);
+      ExpectRanOnTarget();
+    } else {
+      mha::detail::RunGemmWithWideTilesForTest(
+          mha::detail::ChosenTargetIndex(),
+          {m, n, k, alpha, a.data(), lda, ta, b.data(), ldb, tb, beta, c.data(),
+           ldc});
+    }
     std::vector<float> got(m * n);
     for (std::size_t i = 0; i < m; ++i) {
       for (std::size_t j = 0; j < ldc && i * ldc + j < c.size(); ++j) {
@@ -116,6 +129,39 @@ TEST_P(GemmTest, EveryBlockingBoundary) {
   // has fewer ways than a sliver has rows (8-way L1s), over two slices.
   const std::size_t k = 2 * p.kc + 3;
   Check(401, 8 * nr + 3, k, false, false, 0.5f, 0.25f, 4096 - k);
+}
+
+// B at most 3 panels wide (P V) takes slices of narrow_kc; with A's rows a
+// multiple of 1024 floats apart (P of 2048 keys), 8-way L1s read A by the
+// wide tile.
+TEST_P(GemmTest, NarrowProducts) {
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  const std::size_t mr = p.tile_rows, nr = p.tile_cols;
+  for (std::size_t k : {p.narrow_kc - 1, p.narrow_kc + 1}) {
+    Check(2 * mr + 7, 2 * nr, k, false, false, 0.5f, 0.25f);
+    Check(mr + 1, 2 * nr - 1, k, true, true, 1.0f, 0.0f);
+  }
+  const auto pad_to_4_kib = [](std::size_t k) { return 1024 - k % 1024; };
+  const std::size_t k = 2 * p.narrow_kc + 3;
+  Check(3 * mr + 5, 2 * nr, k, false, false, 1.0f, 0.5f, pad_to_4_kib(k));
+  Check(4 * mr + 1, 3 * nr - 2, 300, false, true, 1.0f, 0.0f,
+        pad_to_4_kib(300));
+}
+
+// The wide tile, two panels at a time with 1, 2, 4, ... rows, on every
+// target: ragged rows and columns, an odd last panel, every transpose, the
+// epilogue of the first slice and of later ones.
+TEST_P(GemmTest, WideTiles) {
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  const std::size_t mr = p.tile_rows, nr = p.tile_cols;
+  for (std::size_t m : {std::size_t{1}, mr / 2 + 1, mr + 3, 5 * mr - 1}) {
+    for (std::size_t n : {2 * nr, 2 * nr + 1, 5 * nr - 3}) {
+      const int t = static_cast<int>(m + n) % 4;
+      Check(m, n, p.kc + 5, t & 1, t & 2, 0.5f, 0.25f, 3, Route::kWideTiles);
+    }
+  }
+  Check(2 * mr, 4 * nr, 2 * p.kc + 1, false, false, 1.0f, 1.0f, 3,
+        Route::kWideTiles);
 }
 
 // Products of at most 4 rows stream B; when there are too few column chunks

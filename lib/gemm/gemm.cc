@@ -18,10 +18,15 @@ void GemmKernel(const detail::GemmArgs& args) {
   GemmBlocked(args);
 }
 
+void GemmWideTilesKernel(const detail::GemmArgs& args) {
+  GemmSlices<float>(args, /*wide_tiles=*/true);
+}
+
 std::size_t GemmPanelCols() { return TileCols(); }
 
 detail::GemmShapeParams GemmShapeParamsOfTarget() {
-  return {kTileRows, TileCols(), Blocking().kc, Blocking().nc};
+  return {kTileRows, TileCols(), Blocking().kc, Blocking().nc,
+          SliceDepth(2 * TileCols())};
 }
 
 }  // namespace HWY_NAMESPACE
@@ -34,6 +39,7 @@ HWY_AFTER_NAMESPACE();
 
 namespace mha {
 HWY_EXPORT(GemmKernel);
+HWY_EXPORT(GemmWideTilesKernel);
 HWY_EXPORT(GemmPanelCols);
 HWY_EXPORT(GemmShapeParamsOfTarget);
 
@@ -43,6 +49,10 @@ void RunGemm(std::size_t target_index, const GemmArgs& args) {
 }
 std::size_t PanelCols(std::size_t target_index) {
   return MHA_CALL_TARGET(target_index, GemmPanelCols)();
+}
+void RunGemmWithWideTilesForTest(std::size_t target_index,
+                                 const GemmArgs& args) {
+  MHA_CALL_TARGET(target_index, GemmWideTilesKernel)(args);
 }
 GemmShapeParams GemmShapeParamsForTest() {
   return MHA_CALL_TARGET(ChosenTargetIndex(), GemmShapeParamsOfTarget)();

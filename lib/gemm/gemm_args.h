@@ -46,10 +46,16 @@ void RunGemm(std::size_t target_index, const GemmArgs& args);
 // a PackedB for that target must have.
 std::size_t PanelCols(std::size_t target_index);
 
+// A validated GEMM (no pre-packed B) whose A slivers are all read by the
+// wide tile, which the machine's L1 may never call for: its tests.
+void RunGemmWithWideTilesForTest(std::size_t target_index,
+                                 const GemmArgs& args);
+
 // The register tile and cache blocks of the target in force (for tests that
-// sweep sizes around every boundary).
+// sweep sizes around every boundary): kc for B wider than 3 panels,
+// narrow_kc for B 2 panels wide.
 struct GemmShapeParams {
-  std::size_t tile_rows, tile_cols, kc, nc;
+  std::size_t tile_rows, tile_cols, kc, nc, narrow_kc;
 };
 GemmShapeParams GemmShapeParamsForTest();
 

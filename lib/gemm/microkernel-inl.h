@@ -1,7 +1,7 @@
-// The register-blocked micro-kernel: a kRows x 2-vector tile of A * B
-// accumulated in vector registers by rank-1 updates (kRows broadcasts of A
-// against 2 vectors of B per step of the depth), handed row by row to an
-// epilogue that stores it.
+// The register-blocked micro-kernel: a kRows x 2-vector tile of A * B, or
+// kRows x 4 vectors over two B panels, accumulated in vector registers by
+// rank-1 updates (kRows broadcasts of A against the B vectors per step of
+// the depth), handed row by row to an epilogue that stores it.
 //
 // The accumulators are named variables (c0a, c0b, c1a, ...), not an array:
 // on targets whose vectors are sizeless (Arm SVE) vectors cannot be array
@@ -100,58 +100,101 @@ static_assert(kTileRows <= 12, "MHA_TILE_ROWS names 12 rows");
 #endif
 
 // tile = sum over p < depth of A(r, p) * B(p, :), in order of p with one FMA
-// per step, so the result never depends on how work is split; then
-// epilogue(r, first vector, second vector) for each row r < kRows.
-template <std::size_t kRows, class AOperand, class BElement, class Epilogue>
-MHA_TILE_KERNEL void MultiplyTile(std::size_t depth, const AOperand& a,
-                                  const BElement* HWY_RESTRICT b,
-                                  std::size_t b_stride, Epilogue&& epilogue) {
-  static_assert(kRows >= 1 && kRows <= kTileRows, "tile rows");
+// per step, so the result never depends on how work is split or on the
+// tile's shape; then epilogue(panel, r, first vector, second vector) for
+// each row r < kRows of each of the kPanels panels. B's panels (2 vectors
+// wide each) are `panel_stride` apart: a tile two panels wide reads an A
+// sliver once for 4 vectors of columns.
+template <std::size_t kRows, std::size_t kPanels, class AOperand,
+          class BElement, class Epilogue>
+MHA_TILE_KERNEL void MultiplyPanels(std::size_t depth, const AOperand& a,
+                                    const BElement* HWY_RESTRICT b,
+                                    std::size_t panel_stride,
+                                    std::size_t b_stride, Epilogue&& epilogue) {
+  static_assert(kPanels == 1 || kPanels == 2, "one or two panels");
+  static_assert(kRows >= 1 && kRows * kPanels <= kTileRows, "registers");
   const FloatTag d;
   const std::size_t lanes = hn::Lanes(d);
-#define MHA_DECLARE_ROW(r) \
-  [[maybe_unused]] FloatVec c##r##a = hn::Zero(d), c##r##b = hn::Zero(d);
+  [[maybe_unused]] const BElement* HWY_RESTRICT b_next = b + panel_stride;
+#define MHA_DECLARE_ROW(r)                                                \
+  [[maybe_unused]] FloatVec c##r##a = hn::Zero(d), c##r##b = hn::Zero(d), \
+                            c##r##c = hn::Zero(d), c##r##d = hn::Zero(d);
   MHA_TILE_ROWS(MHA_DECLARE_ROW)
 #undef MHA_DECLARE_ROW
   // Unrolled so that the loop's own instructions do not compete with the
-  // 2 loads, kRows broadcasts and 2 kRows FMAs of a step.
+  // 2 kPanels loads, kRows broadcasts and 2 kPanels kRows FMAs of a step.
 #pragma GCC unroll 4
   for (std::size_t p = 0; p < depth; ++p) {
     const BElement* HWY_RESTRICT b_step = b + p * b_stride;
     const FloatVec b0 = LoadWide(d, b_step);
     const FloatVec b1 = LoadWide(d, b_step + lanes);
+    [[maybe_unused]] FloatVec b2, b3;
+    if constexpr (kPanels == 2) {
+      b2 = LoadWide(d, b_next + p * b_stride);
+      b3 = LoadWide(d, b_next + p * b_stride + lanes);
+    }
     const auto step = a.Step(p);
 #define MHA_UPDATE_ROW(r)                           \
   if constexpr (r < kRows) {                        \
     const FloatVec a_r = hn::Set(d, a.At(step, r)); \
     c##r##a = hn::MulAdd(a_r, b0, c##r##a);         \
     c##r##b = hn::MulAdd(a_r, b1, c##r##b);         \
+    if constexpr (kPanels == 2) {                   \
+      c##r##c = hn::MulAdd(a_r, b2, c##r##c);       \
+      c##r##d = hn::MulAdd(a_r, b3, c##r##d);       \
+    }                                               \
   }
     MHA_TILE_ROWS(MHA_UPDATE_ROW)
 #undef MHA_UPDATE_ROW
   }
-#define MHA_FINISH_ROW(r) \
-  if constexpr (r < kRows) epilogue(std::size_t{r}, c##r##a, c##r##b);
+#define MHA_FINISH_ROW(r)                                         \
+  if constexpr (r < kRows) {                                      \
+    epilogue(std::size_t{0}, std::size_t{r}, c##r##a, c##r##b);   \
+    if constexpr (kPanels == 2) {                                 \
+      epilogue(std::size_t{1}, std::size_t{r}, c##r##c, c##r##d); \
+    }                                                             \
+  }
   MHA_TILE_ROWS(MHA_FINISH_ROW)
 #undef MHA_FINISH_ROW
+}
+
+// An epilogue of one panel, epilogue(r, first vector, second vector), as
+// MultiplyPanels calls it. A struct, not a lambda, so that it is always
+// inlined: GCC 12 left such a lambda out of line, 21% of 2048 x 2048 x 64.
+template <class Epilogue>
+struct OnePanelEpilogue {
+  Epilogue& epilogue;
+  HWY_INLINE void operator()(std::size_t, std::size_t r, FloatVec v0,
+                             FloatVec v1) const {
+    epilogue(r, v0, v1);
+  }
+};
+
+// The tile one panel wide: epilogue(r, first vector, second vector).
+template <std::size_t kRows, class AOperand, class BElement, class Epilogue>
+HWY_INLINE void MultiplyTile(std::size_t depth, const AOperand& a,
+                             const BElement* HWY_RESTRICT b,
+                             std::size_t b_stride, Epilogue&& epilogue) {
+  MultiplyPanels<kRows, 1>(depth, a, b, 0, b_stride,
+                           OnePanelEpilogue<Epilogue>{epilogue});
 }
 #undef MHA_TILE_KERNEL
 
 // Covers rows [0, rows) with tiles of exact heights from a short list
-// (kTileRows, 8, 4, 2, 1: five kernels, not one per height), calling
+// (kMaxRows, 8, 4, 2, 1: five kernels, not one per height), calling
 // f(std::integral_constant<size_t, R>(), first_row) for each, largest first.
 // Exact heights never read A past its last row, and a ragged panel of 10 rows
 // costs an 8-row and a 2-row tile rather than a full one.
-template <class F>
+template <std::size_t kMaxRows = kTileRows, class F>
 HWY_INLINE void ForTilePieces(std::size_t rows, F&& f) {
   std::size_t first = 0;
   auto pieces_of = [&](auto height) {
     for (; rows - first >= height(); first += height()) f(height, first);
   };
-  pieces_of(std::integral_constant<std::size_t, kTileRows>());
-  if constexpr (kTileRows > 8)
+  pieces_of(std::integral_constant<std::size_t, kMaxRows>());
+  if constexpr (kMaxRows > 8)
     pieces_of(std::integral_constant<std::size_t, 8>());
-  if constexpr (kTileRows > 4)
+  if constexpr (kMaxRows > 4)
     pieces_of(std::integral_constant<std::size_t, 4>());
   pieces_of(std::integral_constant<std::size_t, 2>());
   pieces_of(std::integral_constant<std::size_t, 1>());

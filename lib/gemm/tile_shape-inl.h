@@ -25,17 +25,28 @@ namespace hn = hwy::HWY_NAMESPACE;
 using FloatTag = hn::ScalableTag<float>;
 using FloatVec = hn::Vec<FloatTag>;
 
+//
+// The wide tile, kWideTileRows x 2 kTileVecs, reads two adjacent B panels
+// against half the rows: an A sliver whose rows, read in place, would thrash
+// L1 (blocking-inl.h) is read once per pair of panels by rows few enough to
+// stay in it.
 #if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
 // Vectors are emulated: there is no register file to fill.
 constexpr std::size_t kTileRows = 4;
+constexpr std::size_t kWideTileRows = 2;
 #elif HWY_ARCH_X86 && HWY_TARGET > HWY_AVX3
-// 16 ymm/xmm registers: 6 x 2 accumulators + 2 B vectors + 1 broadcast.
+// 16 ymm/xmm registers: 6 x 2 accumulators + 2 B vectors + 1 broadcast;
+// wide, 2 x 4 + 4 + 1 (3 x 4 would need 17).
 constexpr std::size_t kTileRows = 6;
+constexpr std::size_t kWideTileRows = 2;
 #else
 // 32 registers (AVX-512, NEON, SVE): 12 x 2 accumulators + 2 B vectors + 1
-// broadcast. (12 x 2 loads 14 values per 24 FMAs; 6 x 4 would load 10, but
-// its 4-vector B panels are too wide for head_dim 64 on AVX-512.)
+// broadcast; wide, 6 x 4 + 4 + 1. (12 x 2 loads 14 values per 24 FMAs and 6
+// x 4 loads 10, but 6 x 4 reads each B vector from L2 for 6 FMAs, not 12,
+// and its 4-vector B panels are too wide for head_dim 64 on AVX-512 as the
+// only tile.)
 constexpr std::size_t kTileRows = 12;
+constexpr std::size_t kWideTileRows = 6;
 #endif
 constexpr std::size_t kTileVecs = 2;
 
