@@ -122,9 +122,9 @@ TEST_P(GemmTest, EveryBlockingBoundary) {
     }
   }
   Check(2 * mr, 3 * nr, 2 * p.kc + 3, true, true, 1.0f, 0.0f);  // 3 slices
-  Check(4 * mr + 3, p.nc + nr + 5, 7, false, false, 1.0f, 1.0f);
+  Check(4 * mr + 3, p.nc + nr + 5, p.kc, false, false, 1.0f, 1.0f);
   // Wide enough (16 column blocks) that A's slices are copied, shared.
-  Check(mr + 5, 16 * p.nc + 5, p.kc + 3, false, false, 1.0f, 0.5f);
+  Check(mr + 5, 16 * p.nc + 5, 2 * p.kc, false, false, 1.0f, 0.5f);
   // A's rows 4096 floats apart, all in one set of L1: copied first where L1
   // has fewer ways than a sliver has rows (8-way L1s), over two slices.
   const std::size_t k = 2 * p.kc + 3;

@@ -204,9 +204,11 @@ constexpr std::size_t kCopyAColBlocks = 16;
 constexpr std::size_t kCopyAMinPanels = 4;
 static_assert(kCopyAMinPanels > kNarrowPanels, "narrow B reads A in place");
 
-inline bool CopiesA(const detail::GemmArgs& g, std::size_t panels_per_block) {
+inline bool CopiesA(const detail::GemmArgs& g, std::size_t depth,
+                    std::size_t panels_per_block) {
   if (g.trans_a) return false;
-  const std::size_t col_blocks = (g.n + Blocking().nc - 1) / Blocking().nc;
+  const std::size_t col_blocks =
+      (g.n + BlockCols(depth) - 1) / BlockCols(depth);
   return col_blocks >= kCopyAColBlocks ||
          (panels_per_block >= kCopyAMinPanels &&
           SliverRowsThrashL1(g.lda, kTileRows));
@@ -325,11 +327,11 @@ struct GemmGrid {
     const std::size_t tasks_wanted = threads > 1 ? 2 * threads : 1;
     const std::size_t nr = TileCols();
     mc = RoundUp(g.m, kTileRows);
-    nc = EvenBlock(g.n, Blocks(g.n, Blocking().nc), nr);
+    nc = EvenBlock(g.n, Blocks(g.n, BlockCols(SliceDepth(g.n, g.k))), nr);
     for (;;) {
       row_blocks = Blocks(g.m, mc);
       col_blocks = Blocks(g.n, nc);
-      const double task_work = double(mc) * nc * std::min(g.k, SliceDepth(g.n));
+      const double task_work = double(mc) * nc * SliceDepth(g.n, g.k);
       if (task_work < 2 * kMinTaskWork) break;
       const std::size_t half_mc = EvenBlock(g.m, 2 * row_blocks, kTileRows);
       const std::size_t half_nc = EvenBlock(g.n, 2 * col_blocks, nr);
@@ -377,14 +379,14 @@ struct GemmGrid {
 template <class BElement>
 void GemmSlices(const detail::GemmArgs& g, bool wide_tiles) {
   const GemmGrid grid(g);
-  const std::size_t kc_max = SliceDepth(g.n);
-  const bool copy_a = CopiesA(g, grid.nc / TileCols());
-  const std::size_t copy_stride = CopyStride(std::min(kc_max, g.k));
+  const std::size_t depth = SliceDepth(g.n, g.k);
+  const bool copy_a = CopiesA(g, depth, grid.nc / TileCols());
+  const std::size_t copy_stride = CopyStride(depth);
   detail::PooledBuffer copied_a(copy_a ? g.m * copy_stride : 0);
   const GemmEpilogue first{g.alpha, g.beta, g.beta != 0.0f, g.column_bias};
-  for (std::size_t p0 = 0; p0 < g.k; p0 += kc_max) {
+  for (std::size_t p0 = 0; p0 < g.k; p0 += depth) {
     const SliceOfA a{g,  copy_a ? copied_a.get() : nullptr, copy_stride,
-                     p0, std::min(kc_max, g.k - p0),        wide_tiles};
+                     p0, std::min(depth, g.k - p0),         wide_tiles};
     if (copy_a) CopyA(g, p0, a.kc, copy_stride, copied_a.get());
     const GemmEpilogue epilogue = p0 == 0 ? first : first.Accumulating();
     detail::ForEachTask(

@@ -25,8 +25,8 @@ void GemmWideTilesKernel(const detail::GemmArgs& args) {
 std::size_t GemmPanelCols() { return TileCols(); }
 
 detail::GemmShapeParams GemmShapeParamsOfTarget() {
-  return {kTileRows, TileCols(), Blocking().kc, Blocking().nc,
-          SliceDepth(2 * TileCols())};
+  return {kTileRows, TileCols(), Blocking().kc, BlockCols(Blocking().kc),
+          MaxSliceDepth(2 * TileCols())};
 }
 
 }  // namespace HWY_NAMESPACE

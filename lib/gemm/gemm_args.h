@@ -52,8 +52,8 @@ void RunGemmWithWideTilesForTest(std::size_t target_index,
                                  const GemmArgs& args);
 
 // The register tile and cache blocks of the target in force (for tests that
-// sweep sizes around every boundary): kc for B wider than 3 panels,
-// narrow_kc for B 2 panels wide.
+// sweep sizes around every boundary): kc for B wider than 3 panels and nc
+// for slices kc deep, narrow_kc for B 2 panels wide.
 struct GemmShapeParams {
   std::size_t tile_rows, tile_cols, kc, nc, narrow_kc;
 };
