@@ -88,7 +88,7 @@ inline const GemmBlocking& Blocking() {
 // L1 across them saves little, while A, read in place, streams row by row
 // from L3 or DRAM and each slice restarts those streams. Such products take
 // slices as deep as B's panels allow in half of L2. Zen 4, 1 thread,
-// GFLOP/s at the L1 rule's kc 336 and at this one: 2048 x 64 x 2048 100 and
+// GFLOP/s at kc 336 (half of L1) and at this one: 2048 x 64 x 2048 100 and
 // 109 (kc 2048); 2048 x 96 x 2048 96 and 104 (1360); 2048 x 32 x 2048 82
 // and 95 (4096).
 constexpr std::size_t kNarrowPanels = 3;
