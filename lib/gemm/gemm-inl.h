@@ -207,8 +207,8 @@ static_assert(kCopyAMinPanels > kNarrowPanels, "narrow B reads A in place");
 inline bool CopiesA(const detail::GemmArgs& g, std::size_t depth,
                     std::size_t panels_per_block) {
   if (g.trans_a) return false;
-  const std::size_t col_blocks =
-      (g.n + BlockCols(depth) - 1) / BlockCols(depth);
+  const std::size_t block_cols = BlockCols(depth);
+  const std::size_t col_blocks = (g.n + block_cols - 1) / block_cols;
   return col_blocks >= kCopyAColBlocks ||
          (panels_per_block >= kCopyAMinPanels &&
           SliverRowsThrashL1(g.lda, kTileRows));
@@ -321,17 +321,18 @@ inline void ScaleOnly(const detail::GemmArgs& g) {
 struct GemmGrid {
   std::size_t mc, nc, row_blocks, col_blocks;
 
-  explicit GemmGrid(const detail::GemmArgs& g) {
+  // `depth`: the product's slice depth (SliceDepth).
+  GemmGrid(const detail::GemmArgs& g, std::size_t depth) {
     constexpr double kMinTaskWork = 1 << 20;
     const std::size_t threads = detail::ArenaThreads();
     const std::size_t tasks_wanted = threads > 1 ? 2 * threads : 1;
     const std::size_t nr = TileCols();
     mc = RoundUp(g.m, kTileRows);
-    nc = EvenBlock(g.n, Blocks(g.n, BlockCols(SliceDepth(g.n, g.k))), nr);
+    nc = EvenBlock(g.n, Blocks(g.n, BlockCols(depth)), nr);
     for (;;) {
       row_blocks = Blocks(g.m, mc);
       col_blocks = Blocks(g.n, nc);
-      const double task_work = double(mc) * nc * SliceDepth(g.n, g.k);
+      const double task_work = double(mc) * nc * depth;
       if (task_work < 2 * kMinTaskWork) break;
       const std::size_t half_mc = EvenBlock(g.m, 2 * row_blocks, kTileRows);
       const std::size_t half_nc = EvenBlock(g.n, 2 * col_blocks, nr);
@@ -378,8 +379,8 @@ struct GemmGrid {
 // the wide tile or not.
 template <class BElement>
 void GemmSlices(const detail::GemmArgs& g, bool wide_tiles) {
-  const GemmGrid grid(g);
   const std::size_t depth = SliceDepth(g.n, g.k);
+  const GemmGrid grid(g, depth);
   const bool copy_a = CopiesA(g, depth, grid.nc / TileCols());
   const std::size_t copy_stride = CopyStride(depth);
   detail::PooledBuffer copied_a(copy_a ? g.m * copy_stride : 0);

@@ -25,7 +25,6 @@ namespace hn = hwy::HWY_NAMESPACE;
 using FloatTag = hn::ScalableTag<float>;
 using FloatVec = hn::Vec<FloatTag>;
 
-//
 // The wide tile, kWideTileRows x 2 kTileVecs, reads two adjacent B panels
 // against half the rows: an A sliver whose rows, read in place, would thrash
 // L1 (blocking-inl.h) is read once per pair of panels by rows few enough to
