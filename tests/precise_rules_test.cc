@@ -139,6 +139,31 @@ TEST_P(PreciseRulesTest, NaNValueOfABiasHiddenKeyIsNeverRead) {
   }
 }
 
+// Per-thread scratch carries nothing from one call into the next: the NaN
+// that filled every output row of a call (V all NaN) must not reach the
+// rows of the next one. One small task, so both calls run it on this thread.
+TEST_P(PreciseRulesTest, NaNOfOneCallNeverReachesTheNext) {
+  const mha::AttentionShape s{1, 1, 1, 10, 10, 64};
+  const std::size_t d = s.head_dim;
+  const std::vector<float> q = RandomVector(s.q_len * d, 1),
+                           k = RandomVector(s.kv_len * d, 2),
+                           v = RandomVector(s.kv_len * d, 3),
+                           nan_v(v.size(), kNaN);
+  const mha::Layout ql{s.q_len * d, s.q_len * d, d},
+      kl{s.kv_len * d, s.kv_len * d, d};
+  std::vector<float> out(q.size());
+  mha::attention(s, q.data(), ql, k.data(), kl, nan_v.data(), kl, out.data(),
+                 ql);
+  for (float x : out) ASSERT_TRUE(std::isnan(x));
+  mha::attention(s, q.data(), ql, k.data(), kl, v.data(), kl, out.data(), ql);
+  const ReferenceAttentionResult want =
+      ReferenceAttention(s, q.data(), ql, k.data(), kl, v.data(), kl, {},
+                         1.0 / std::sqrt(double(d)));
+  EXPECT_LE(RelativeErrorWithNaNs("attention", out.data(), want.out.data(),
+                                  out.size()),
+            (d + 64) * 0x1.0p-22);
+}
+
 TEST_P(PreciseRulesTest, LayerPropagatesNaNOfAQueryRowOnly) {
   mha::MultiHeadAttention layer({32, 4, 2, true});
   layer.init_random(3);

@@ -103,7 +103,8 @@ class PrefillTile {
     min_end_ = *std::min_element(end_, end_ + rows_);
     std::fill(max_, max_ + ld_, kNegInf);
     std::fill(sum_, sum_ + ld_, 0.0f);
-    std::memset(outputs_, 0, ld_ * ldo_ * sizeof(float));
+    // Only the task's rows of O are ever read (tiles cover rows [0, rows_)).
+    std::memset(outputs_, 0, rows_ * ldo_ * sizeof(float));
     PackQueries();
   }
 
@@ -159,7 +160,12 @@ class PrefillTile {
   // (std::isfinite in the copy) was slower still.
   void PackQueries() {
     const float scale2 = a_.scale * kLog2e;
-    std::memset(queries_, 0, dim_ * ld_ * sizeof(float));
+    // Whole panels are overwritten below; a ragged last one is zeroed first,
+    // so that its columns past the task's rows hold finite logits.
+    if (rows_ % nr_ != 0) {
+      std::memset(queries_ + rows_ / nr_ * dim_ * nr_, 0,
+                  dim_ * nr_ * sizeof(float));
+    }
     for (std::size_t r = 0; r < rows_; ++r) {
       const float* q = QueryRow(r);
       float* panel = queries_ + (r / nr_) * dim_ * nr_ + r % nr_;
