@@ -26,6 +26,11 @@ enum class Poison {
   kVisibleKeyInf,  // -Inf in the K of a key every row sees
 };
 
+// The bound on attention's normwise error against the double reference.
+double AttentionTolerance(std::size_t head_dim) {
+  return (head_dim + 64) * 0x1.0p-22;
+}
+
 class PreciseRulesTest : public PerTarget {
  protected:
   // Dense [batch, heads, tokens, head_dim] tensors, the mask of all kinds,
@@ -88,7 +93,7 @@ class PreciseRulesTest : public PerTarget {
     const ReferenceAttentionResult want =
         ReferenceAttention(s, q.data(), ql, k.data(), kl, v.data(), kl, mask,
                            1.0 / std::sqrt(double(d)));
-    const double tolerance = (d + 64) * 0x1.0p-22;
+    const double tolerance = AttentionTolerance(d);
     SCOPED_TRACE("poison " + std::to_string(int(poison)) + " q_len " +
                  std::to_string(s.q_len) + " kv_len " +
                  std::to_string(s.kv_len) +
@@ -161,7 +166,7 @@ TEST_P(PreciseRulesTest, NaNOfOneCallNeverReachesTheNext) {
                          1.0 / std::sqrt(double(d)));
   EXPECT_LE(RelativeErrorWithNaNs("attention", out.data(), want.out.data(),
                                   out.size()),
-            (d + 64) * 0x1.0p-22);
+            AttentionTolerance(d));
 }
 
 TEST_P(PreciseRulesTest, LayerPropagatesNaNOfAQueryRowOnly) {

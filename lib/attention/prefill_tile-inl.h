@@ -163,15 +163,19 @@ class PrefillTile {
     // Whole panels are overwritten below; a ragged last one is zeroed first,
     // so that its columns past the task's rows hold finite logits.
     if (rows_ % nr_ != 0) {
-      std::memset(queries_ + rows_ / nr_ * dim_ * nr_, 0,
-                  dim_ * nr_ * sizeof(float));
+      std::memset(QueryPanel(rows_), 0, dim_ * nr_ * sizeof(float));
     }
     for (std::size_t r = 0; r < rows_; ++r) {
       const float* q = QueryRow(r);
-      float* panel = queries_ + (r / nr_) * dim_ * nr_ + r % nr_;
+      float* panel = QueryPanel(r) + r % nr_;
       for (std::size_t p = 0; p < dim_; ++p) panel[p * nr_] = scale2 * q[p];
       if (!RowsAreFinite(q, 1, 0, dim_)) poisoned_[r] = 1;
     }
+  }
+
+  // The panel of Q^T that holds row r's column.
+  float* QueryPanel(std::size_t r) const {
+    return queries_ + r / nr_ * dim_ * nr_;
   }
 
   const float* QueryRow(std::size_t r) const {
@@ -232,7 +236,7 @@ class PrefillTile {
     ForTilePieces(n, [&](auto height, std::size_t first) {
       for (std::size_t c0 = 0; c0 < ld_; c0 += nr_) {
         MultiplyTile<decltype(height)::value>(
-            dim_, RowsA{keys.Row(first), keys.token}, queries_ + c0 * dim_, nr_,
+            dim_, RowsA{keys.Row(first), keys.token}, QueryPanel(c0), nr_,
             [&](std::size_t r, FloatVec v0, FloatVec v1) {
               float* row = ScoreRow(first + r) + c0;
               hn::StoreU(v0, d, row);
