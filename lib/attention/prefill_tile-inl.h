@@ -150,14 +150,10 @@ class PrefillTile {
   }
 
  private:
-  // Q^T in panels of nr_ rows, scaled by scale * log2(e); rows holding NaN
-  // or Inf are poisoned now (every logit they make is NaN or Inf).
-  //
-  // A scalar transposing copy, each row checked with vectors: at L = 128 it
-  // is about a tenth of a task's time. Gathering a vector of rows per step
-  // instead was 5-19% slower over the whole task on Zen 5 (AVX-512 gathers
-  // of 16 rows cost about 27 cycles each there); testing each element
-  // (std::isfinite in the copy) was slower still.
+  // Q^T in panels of nr_ rows, scaled by scale * log2(e), four rows at a
+  // time where panels hold a multiple of 4 (every target with vectors), so
+  // that the four share a panel; rows holding NaN or Inf are poisoned now
+  // (every logit they make is NaN or Inf).
   void PackQueries() {
     const float scale2 = a_.scale * kLog2e;
     // Whole panels are overwritten below; a ragged last one is zeroed first,
@@ -165,11 +161,16 @@ class PrefillTile {
     if (rows_ % nr_ != 0) {
       std::memset(QueryPanel(rows_), 0, dim_ * nr_ * sizeof(float));
     }
-    for (std::size_t r = 0; r < rows_; ++r) {
-      const float* q = QueryRow(r);
-      float* panel = QueryPanel(r) + r % nr_;
-      for (std::size_t p = 0; p < dim_; ++p) panel[p * nr_] = scale2 * q[p];
-      if (!RowsAreFinite(q, 1, 0, dim_)) poisoned_[r] = 1;
+    const std::size_t group = std::min<std::size_t>(4, nr_);
+    for (std::size_t r = 0; r < rows_; r += group) {
+      const std::size_t count = std::min(group, rows_ - r);
+      const float* rows[4];
+      for (std::size_t i = 0; i < count; ++i) {
+        rows[i] = QueryRow(r + i);
+        if (!RowsAreFinite(rows[i], 1, 0, dim_)) poisoned_[r + i] = 1;
+      }
+      TransposeRowsIntoPanel(QueryPanel(r) + r % nr_, nr_, rows, count, dim_,
+                             scale2);
     }
   }
 
