@@ -1,5 +1,6 @@
 // sgemm against the double reference on every target: ragged sizes, all
 // transpose cases, alpha/beta, padded leading dimensions, k == 0, errors.
+#include <algorithm>
 #include <cmath>
 #include <stdexcept>
 #include <vector>
@@ -162,6 +163,31 @@ TEST_P(GemmTest, WideTiles) {
   }
   Check(2 * mr, 4 * nr, 2 * p.kc + 1, false, false, 1.0f, 1.0f, 3,
         Route::kWideTiles);
+}
+
+// Rows swept by pairs of packed B panels (targets with the 6 x 4 tile;
+// slivers elsewhere): from the fewest rows that take this sweep, across its
+// chunks of rows; two pairs, two
+// pairs and a ragged odd panel, a ragged pair; B in place (packed by this
+// sweep) and transposed; one slice of its depth and three, with beta. On
+// one thread, so that no task's rows are cut below a chunk.
+TEST_P(GemmTest, PanelPairSweep) {
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  const std::size_t nr = p.tile_cols, chunk = p.pair_sweep_rows;
+  const std::size_t first = std::max(p.pair_sweep_min_rows, 3 * chunk);
+  // Chunks of whole tiles, then ragged last chunks ending in tiles of 4
+  // and 1 rows, and of 2 and 1 (with a wide tile of 6 rows).
+  const std::size_t rows[] = {first, first + chunk + 5, first + 2 * chunk + 3};
+  const std::size_t cols[] = {4 * nr, 5 * nr - 3, 6 * nr + 1};
+  for (std::size_t m : rows) {
+    for (std::size_t n : cols) {
+      const bool deep = (m + n) % 2 == 1;
+      InArena(1, [&] {
+        Check(m, n, deep ? 2 * p.pair_sweep_kc + 1 : p.pair_sweep_kc - 1,
+              m % 2 == 0, n % 2 == 0, 0.5f, deep ? 1.0f : 0.0f);
+      });
+    }
+  }
 }
 
 // Products of at most 4 rows stream B; when there are too few column chunks

@@ -93,8 +93,38 @@ inline const GemmBlocking& Blocking() {
 // and 95 (4096).
 constexpr std::size_t kNarrowPanels = 3;
 
-// The deepest slice of k for a product N columns wide.
-inline std::size_t MaxSliceDepth(std::size_t n) {
+// The deepest slice of k for the sweep by pairs of panels (gemm-inl.h):
+// the A tile, kWideTileRows rows read in place, in half of L1, and a pair of
+// B panels (4 vectors a step) in a quarter of L2, which streams it past
+// every tile of a chunk of rows. 1024 on Zen 5 (48 KiB L1, 1 MiB L2): k =
+// 1024 in one slice, with no second pass over C. 2048 x 1024 x 1024 on 1
+// thread, one process, GFLOP/s: sliver sweep 225 (kc 512), 232 (kc 1024);
+// pair sweep 235 (kc 512), 252 (kc 1024); oneDNN on its reordered weights
+// 251. 2048^3: 222, pair sweep at kc 688 229, at 1024 232 (oneDNN 217).
+inline std::size_t SweepDepth() {
+  const detail::CacheSizes& caches = detail::MachineCaches();
+  const std::size_t a_tile_depth =
+      caches.l1d / 2 / (kWideTileRows * sizeof(float));
+  const std::size_t pair_depth =
+      caches.l2 / 4 / (2 * TileCols() * sizeof(float));
+  return std::clamp<std::size_t>(std::min(a_tile_depth, pair_depth), 64, 2048) /
+         8 * 8;
+}
+
+// The rows of A the sweep by pairs of panels passes each pair over, `kc`
+// steps deep, in whole wide tiles: a quarter of L2, beside the task's B
+// block in half of it, so that every pair reads the chunk from L2. Zen 5,
+// 2048 x 1024 x 1024 at kc 1024: chunks of 60 to 192 rows within 1%.
+inline std::size_t SweepRows(std::size_t kc) {
+  const std::size_t rows =
+      detail::MachineCaches().l2 / 4 / (kc * sizeof(float));
+  return std::max(kWideTileRows, rows / kWideTileRows * kWideTileRows);
+}
+
+// The deepest slice of k for a product N columns wide, its rows swept by
+// pairs of panels or not.
+inline std::size_t MaxSliceDepth(std::size_t n, bool sweeps_pairs) {
+  if (sweeps_pairs) return SweepDepth();
   const std::size_t nr = TileCols();
   const std::size_t width = RoundUp(n, nr);
   if (width > kNarrowPanels * nr) return Blocking().kc;
@@ -109,8 +139,8 @@ inline std::size_t MaxSliceDepth(std::size_t n) {
 // k = 1024 made slices of 336, 336, 336 and 16, the last a pass over C for
 // 16 steps. A function of the shape only, so that the order of the sums
 // never depends on the threads.
-inline std::size_t SliceDepth(std::size_t n, std::size_t k) {
-  const std::size_t max_depth = MaxSliceDepth(n);
+inline std::size_t SliceDepth(std::size_t n, std::size_t k, bool sweeps_pairs) {
+  const std::size_t max_depth = MaxSliceDepth(n, sweeps_pairs);
   const std::size_t slices = (k + max_depth - 1) / max_depth;
   return RoundUp((k + slices - 1) / slices, 8);
 }

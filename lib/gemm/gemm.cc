@@ -19,14 +19,20 @@ void GemmKernel(const detail::GemmArgs& args) {
 }
 
 void GemmWideTilesKernel(const detail::GemmArgs& args) {
-  GemmSlices<float>(args, /*wide_tiles=*/true);
+  GemmSlices<float>(args, Sweep::kWideSlivers);
 }
 
 std::size_t GemmPanelCols() { return TileCols(); }
 
 detail::GemmShapeParams GemmShapeParamsOfTarget() {
-  return {kTileRows, TileCols(), Blocking().kc, BlockCols(Blocking().kc),
-          MaxSliceDepth(2 * TileCols())};
+  return {kTileRows,
+          TileCols(),
+          Blocking().kc,
+          BlockCols(Blocking().kc),
+          MaxSliceDepth(2 * TileCols(), false),
+          kHasPairSweep ? kSweepPairsMinRows : 0,
+          SweepDepth(),
+          SweepRows(SweepDepth())};
 }
 
 }  // namespace HWY_NAMESPACE

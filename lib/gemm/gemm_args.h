@@ -56,6 +56,9 @@ void RunGemmWithWideTilesForTest(std::size_t target_index,
 // for slices kc deep, narrow_kc for B 2 panels wide.
 struct GemmShapeParams {
   std::size_t tile_rows, tile_cols, kc, nc, narrow_kc;
+  // The panel-pair sweep: from how many rows (0: not on this target), its
+  // slice depth and its chunk of rows.
+  std::size_t pair_sweep_min_rows, pair_sweep_kc, pair_sweep_rows;
 };
 GemmShapeParams GemmShapeParamsForTest();
 
