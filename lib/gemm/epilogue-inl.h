@@ -32,8 +32,14 @@ struct GemmEpilogue {
   GemmEpilogue Accumulating() const { return {alpha, 1.0f, true, nullptr}; }
 };
 
-// Stores tile rows into C at (row0, col0), `cols` (<= TileCols()) valid.
-// Holds `e` by reference: it must outlive the store.
+// Stores tile rows into C at (row0, col0), `cols` (<= TileCols()) valid;
+// kWhole: `cols` is TileCols(), known when the store is chosen, and the
+// ragged path (through a stack buffer) is left out. Inlined into the 6 x 4
+// tile, that path made GCC 12 spill its accumulators inside the k loop (24
+// reloads per 4 steps); out of line, its call in every tile made the 12 x 2
+// tile of 2048 x 2048 x 64 7% slower. Holds `e` by reference: it must
+// outlive the store.
+template <bool kWhole = false>
 class TileStore {
  public:
   TileStore(const GemmEpilogue& e, float* c, std::size_t ldc, std::size_t col0,
@@ -61,7 +67,7 @@ class TileStore {
     const FloatTag d;
     const std::size_t lanes = hn::Lanes(d);
     float* row = c_ + r * ldc_;
-    if (cols_ == 2 * lanes) {
+    if (kWhole || cols_ == 2 * lanes) {
       if (stores_as_is_) {
         hn::StoreU(v0, d, row);
         hn::StoreU(v1, d, row + lanes);
@@ -71,16 +77,6 @@ class TileStore {
       }
       return;
     }
-    StoreRagged(row, v0, v1);
-  }
-
- private:
-  // A row with fewer than 2 vectors of columns, through a buffer. Out of
-  // line: inlined, its stack buffer made GCC 12 spill the accumulators of a
-  // 6 x 4 tile inside its k loop (24 reloads per 4 steps).
-  HWY_NOINLINE void StoreRagged(float* row, FloatVec v0, FloatVec v1) const {
-    const FloatTag d;
-    const std::size_t lanes = hn::Lanes(d);
     HWY_ALIGN float buffer[2 * hn::MaxLanes(FloatTag())];
     std::memcpy(buffer, row, cols_ * sizeof(float));
     hn::Store(Combine(v0, buffer, 0), d, buffer);
@@ -88,6 +84,7 @@ class TileStore {
     std::memcpy(row, buffer, cols_ * sizeof(float));
   }
 
+ private:
   // alpha * acc (+ beta * the current values at `at`) (+ bias from column j).
   HWY_INLINE FloatVec Combine(FloatVec acc, const float* at,
                               std::size_t j) const {

@@ -109,36 +109,31 @@ inline BPanels<float> PrepareB(const detail::GemmArgs& g, Sweep sweep,
   return {packed, kc * nr, nr};
 }
 
-// The stores of kPanels adjacent panels for a tile from row `first` on. A
-// struct holding only the TileStores it uses, always inlined: with a lambda
-// over an array of two, 2048 x 2048 x 64 ran 6-13% slower, its loop
-// spilling accumulators.
-template <std::size_t kPanels>
+// The stores of a tile on kPanels adjacent panels, whole panels only if kWhole
+// (TileStore). A struct holding only the TileStores it uses, always inlined:
+// with a lambda over an array of two, 2048 x 2048 x 64 ran 6-13% slower,
+// its loop spilling accumulators.
+template <std::size_t kPanels, bool kWhole = false>
 struct PanelStores {
-  TileStore stores[kPanels];
-  std::size_t first = 0;
+  TileStore<kWhole> stores[kPanels];
 
   HWY_INLINE void operator()(std::size_t panel, std::size_t r, FloatVec v0,
                              FloatVec v1) const {
-    stores[panel](first + r, v0, v1);
-  }
-  PanelStores From(std::size_t row) const {
-    PanelStores moved = *this;
-    moved.first = row;
-    return moved;
+    stores[panel](r, v0, v1);
   }
 };
 
 // The stores of panels j, ..., j + kPanels - 1 of a block of nc columns at
-// C's column j0.
-template <std::size_t kPanels>
-PanelStores<kPanels> StoresOfPanels(const GemmEpilogue& epilogue, float* c,
-                                    std::size_t ldc, std::size_t j0,
-                                    std::size_t nc, std::size_t j) {
+// C's column j0 (whole panels if kWhole).
+template <std::size_t kPanels, bool kWhole = false>
+PanelStores<kPanels, kWhole> StoresOfPanels(const GemmEpilogue& epilogue,
+                                            float* c, std::size_t ldc,
+                                            std::size_t j0, std::size_t nc,
+                                            std::size_t j) {
   const std::size_t nr = TileCols();
   const auto store = [&](std::size_t panel) {
-    return TileStore(epilogue, c, ldc, j0 + panel * nr,
-                     std::min(nr, nc - panel * nr));
+    return TileStore<kWhole>(epilogue, c, ldc, j0 + panel * nr,
+                             std::min(nr, nc - panel * nr));
   };
   if constexpr (kPanels == 1) {
     return {{store(j)}};
@@ -155,24 +150,30 @@ HWY_INLINE void MultiplyPanelRun(const AOperand& a, std::size_t rows,
                                  std::size_t j, std::size_t j0, std::size_t nc,
                                  float* c, std::size_t ldc,
                                  const GemmEpilogue& epilogue) {
-  const PanelStores<kPanels> stores =
-      StoresOfPanels<kPanels>(epilogue, c, ldc, j0, nc, j);
+  // Each tile's stores are made for it from these values, not copied from
+  // one object: the copies (16-byte stack stores reloaded as 32 bytes)
+  // stalled store forwarding, 12% of 2048 x 2048 x 64 in one build, and a
+  // reference to one object made GCC 12 add 26 register moves to the 12 x 2
+  // tile's loop (4% of 2048 x 2048 x 64).
+  const auto stores_from = [&](std::size_t first) {
+    return StoresOfPanels<kPanels>(epilogue, c + first * ldc, ldc, j0, nc, j);
+  };
   if (epilogue.read_c) {
-    for (const TileStore& store : stores.stores) store.Prefetch(rows);
+    for (const auto& store : stores_from(0).stores) store.Prefetch(rows);
   }
   constexpr std::size_t kMaxRows = kPanels == 1 ? kTileRows : kWideTileRows;
   if (rows == kTileRows) {  // the common case, inlined here
     for (std::size_t first = 0; first < kTileRows; first += kMaxRows) {
       MultiplyPanels<kMaxRows, kPanels>(kc, a.Rows(first), b.Panel(j),
                                         b.panel_stride, b.step_stride,
-                                        stores.From(first));
+                                        stores_from(first));
     }
     return;
   }
   ForTilePieces<kMaxRows>(rows, [&](auto height, std::size_t first) {
     MultiplyPanels<decltype(height)::value, kPanels>(
         kc, a.Rows(first), b.Panel(j), b.panel_stride, b.step_stride,
-        stores.From(first));
+        stores_from(first));
   });
 }
 
@@ -282,14 +283,18 @@ inline void CopyA(const detail::GemmArgs& g, std::size_t p0, std::size_t kc,
 
 // Whether a product's rows are swept by pairs of panels: on targets with a
 // 6 x 4 wide tile, B wider than kNarrowPanels panels (narrow B keeps its
-// slivers: they serve few panels), and enough rows to pay for packing B's
-// block (kPackBReuse slivers), which this sweep cannot read in place.
+// slivers: they serve few panels), enough rows to pay for packing B's block
+// (kPackBReuse slivers), which this sweep cannot read in place, and k deeper
+// than one slice of the sliver sweep, where the deeper slices of this one
+// save passes over C. Where both take one slice, slivers are as fast or
+// faster: Zen 5, 1 thread, by pairs against by slivers, 1024 x 768 x 768
+// 1.00x, 4096 x 1536 x 512 1.00x, 2048 x 2048 x 64 (Q K^T) 0.93x.
 constexpr bool kHasPairSweep = kWideTileRows >= 6;
 constexpr std::size_t kSweepPairsMinRows = kPackBReuse * kTileRows;
 
 inline bool SweepsPanelPairs(const detail::GemmArgs& g) {
   return kHasPairSweep && g.m >= kSweepPairsMinRows &&
-         g.n > kNarrowPanels * TileCols();
+         g.n > kNarrowPanels * TileCols() && g.k > Blocking().kc;
 }
 
 // Rows [0, mc) of `rows_a` (a block's A, kc steps) against the block's B
@@ -305,29 +310,41 @@ inline bool SweepsPanelPairs(const detail::GemmArgs& g) {
 // sweep through ForTilePieces and SliceOfA::With per tile (a call per
 // tile) ran 2-3% slower.
 template <class AOperand, class T>
-void SweepPanelPairs(const AOperand& rows_a, std::size_t mc, std::size_t kc,
-                     const BPanels<T>& b, std::size_t j0, std::size_t nc,
-                     float* c, std::size_t ldc, const GemmEpilogue& epilogue) {
+HWY_NOINLINE void SweepPanelPairs(const AOperand& rows_a, std::size_t mc,
+                                  std::size_t kc, const BPanels<T>& b,
+                                  std::size_t j0, std::size_t nc, float* c,
+                                  std::size_t ldc,
+                                  const GemmEpilogue& epilogue) {
   const std::size_t panels = (nc + TileCols() - 1) / TileCols();
   const std::size_t chunk = SweepRows(kc);
   for (std::size_t m0 = 0; m0 < mc; m0 += chunk) {
     const std::size_t end = std::min(mc, m0 + chunk);
     std::size_t j = 0;
     for (; j + 2 <= panels; j += 2) {
-      const PanelStores<2> stores =
-          StoresOfPanels<2>(epilogue, c, ldc, j0, nc, j);
-      const T* pair = b.Panel(j);
-      std::size_t i = m0;
-      for (; i + kWideTileRows <= end; i += kWideTileRows) {
-        MultiplyPanels<kWideTileRows, 2>(kc, rows_a.Rows(i), pair,
-                                         b.panel_stride, b.step_stride,
-                                         stores.From(i));
+      const auto sweep_pair = [&](auto whole) {
+        // The stores made per tile, as in MultiplyPanelRun.
+        const auto stores_from = [&](std::size_t first) {
+          return StoresOfPanels<2, decltype(whole)::value>(
+              epilogue, c + first * ldc, ldc, j0, nc, j);
+        };
+        const T* pair = b.Panel(j);
+        std::size_t i = m0;
+        for (; i + kWideTileRows <= end; i += kWideTileRows) {
+          MultiplyPanels<kWideTileRows, 2>(kc, rows_a.Rows(i), pair,
+                                           b.panel_stride, b.step_stride,
+                                           stores_from(i));
+        }
+        ForTilePieces<kWideTileRows>(end - i, [&](auto height, std::size_t r) {
+          MultiplyPanels<decltype(height)::value, 2>(
+              kc, rows_a.Rows(i + r), pair, b.panel_stride, b.step_stride,
+              stores_from(i + r));
+        });
+      };
+      if ((j + 2) * TileCols() <= nc) {
+        sweep_pair(std::true_type());
+      } else {
+        sweep_pair(std::false_type());
       }
-      ForTilePieces<kWideTileRows>(end - i, [&](auto height, std::size_t r) {
-        MultiplyPanels<decltype(height)::value, 2>(
-            kc, rows_a.Rows(i + r), pair, b.panel_stride, b.step_stride,
-            stores.From(i + r));
-      });
     }
     if (j == panels) continue;
     for (std::size_t r0 = m0; r0 < end; r0 += kTileRows) {

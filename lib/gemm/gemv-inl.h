@@ -73,9 +73,9 @@ HWY_INLINE void GemvPanels(const detail::GemmArgs& g, const BElement* panel,
   const FloatTag d;
   const std::size_t nr = TileCols(), k = g.k;
   const BElement* next = panel + k * nr;  // the second panel, if any
-  const TileStore store(epilogue, g.c, g.ldc, j0, std::min(nr, g.n - j0));
-  const TileStore next_store(epilogue, g.c, g.ldc, j0 + nr,
-                             kPanels == 2 ? std::min(nr, g.n - j0 - nr) : 0);
+  const TileStore<> store(epilogue, g.c, g.ldc, j0, std::min(nr, g.n - j0));
+  const TileStore<> next_store(epilogue, g.c, g.ldc, j0 + nr,
+                               kPanels == 2 ? std::min(nr, g.n - j0 - nr) : 0);
   for (std::size_t i = 0; i < kRows; ++i) {
     FloatVec even0 = hn::Zero(d), even1 = even0, odd0 = even0, odd1 = even0;
     [[maybe_unused]] FloatVec next_even0 = even0, next_even1 = even0,
