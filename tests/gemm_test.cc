@@ -188,6 +188,11 @@ TEST_P(GemmTest, PanelPairSweep) {
       });
     }
   }
+  // Wide enough (16 column blocks or more) that A's slice is copied.
+  InArena(1, [&] {
+    Check(first + 7, 16 * p.nc + 5, p.pair_sweep_kc - 1, false, false, 1.0f,
+          0.5f);
+  });
 }
 
 // Products of at most 4 rows stream B; when there are too few column chunks
