@@ -18,6 +18,10 @@
 //      results do not depend on the thread count); its B block is packed
 //      once per kc slice and reused by mc / kTileRows slivers, so mc bounds
 //      the packing cost (1 / mc of the multiply-adds).
+// The sweep by pairs of panels (gemm-inl.h) turns this around for products
+// that need several slices: L1 holds an A tile of kWideTileRows rows, so
+// slices go deeper (SweepDepth), and L2 a pair of B panels with a chunk of
+// A's rows (SweepRows).
 // Compare BLIS zen4/zen5 (sgemm 32x12, KC 480, MC 512 columns of our B in a
 // 1 MiB L2) and skx (KC 384, MC 480 in 1 MiB): the same balance; OpenBLAS's
 // Cooperlake kernel (16x24) keeps GEMM_Q 320 (kc), GEMM_P 640.
