@@ -74,7 +74,8 @@ class PrefillTile {
         rows_(task.count()),
         dim_(args.shape.head_dim),
         nr_(TileCols()),
-        ld_(RoundUp(rows_, nr_)),
+        q_cols_(rows_ <= hn::Lanes(FloatTag()) ? hn::Lanes(FloatTag()) : nr_),
+        ld_(RoundUp(rows_, q_cols_)),
         ldo_(RoundUp(dim_, nr_)) {
     using detail::ScratchSlot;
     using detail::ThreadScratch;
@@ -150,7 +151,7 @@ class PrefillTile {
   }
 
  private:
-  // Q^T in panels of nr_ rows, scaled by scale * log2(e), four rows at a
+  // Q^T in panels of q_cols_ rows, scaled by scale * log2(e), four rows at a
   // time where panels hold a multiple of 4 (every target with vectors), so
   // that the four share a panel; rows holding NaN or Inf are poisoned now
   // (every logit they make is NaN or Inf).
@@ -158,10 +159,10 @@ class PrefillTile {
     const float scale2 = a_.scale * kLog2e;
     // Whole panels are overwritten below; a ragged last one is zeroed first,
     // so that its columns past the task's rows hold finite logits.
-    if (rows_ % nr_ != 0) {
-      std::memset(QueryPanel(rows_), 0, dim_ * nr_ * sizeof(float));
+    if (rows_ % q_cols_ != 0) {
+      std::memset(QueryPanel(rows_), 0, dim_ * q_cols_ * sizeof(float));
     }
-    const std::size_t group = std::min<std::size_t>(4, nr_);
+    const std::size_t group = std::min<std::size_t>(4, q_cols_);
     for (std::size_t r = 0; r < rows_; r += group) {
       const std::size_t count = std::min(group, rows_ - r);
       const float* rows[4];
@@ -169,14 +170,14 @@ class PrefillTile {
         rows[i] = QueryRow(r + i);
         if (!RowsAreFinite(rows[i], 1, 0, dim_)) poisoned_[r + i] = 1;
       }
-      TransposeRowsIntoPanel(QueryPanel(r) + r % nr_, nr_, rows, count, dim_,
-                             scale2);
+      TransposeRowsIntoPanel(QueryPanel(r) + r % q_cols_, q_cols_, rows, count,
+                             dim_, scale2);
     }
   }
 
   // The panel of Q^T that holds row r's column.
   float* QueryPanel(std::size_t r) const {
-    return queries_ + r / nr_ * dim_ * nr_;
+    return queries_ + r / q_cols_ * dim_ * q_cols_;
   }
 
   const float* QueryRow(std::size_t r) const {
@@ -234,17 +235,26 @@ class PrefillTile {
                 a_.k_layout.token, n, key_block_);
     const FloatTag d;
     const std::size_t lanes = hn::Lanes(d);
-    ForTilePieces(n, [&](auto height, std::size_t first) {
-      for (std::size_t c0 = 0; c0 < ld_; c0 += nr_) {
-        MultiplyTile<decltype(height)::value>(
-            dim_, RowsA{keys.Row(first), keys.token}, QueryPanel(c0), nr_,
-            [&](std::size_t r, FloatVec v0, FloatVec v1) {
-              float* row = ScoreRow(first + r) + c0;
-              hn::StoreU(v0, d, row);
-              hn::StoreU(v1, d, row + lanes);
-            });
-      }
-    });
+    const auto tiles_of_vectors = [&](auto vecs) {
+      ForTilePieces(n, [&](auto height, std::size_t first) {
+        for (std::size_t c0 = 0; c0 < ld_; c0 += q_cols_) {
+          MultiplyTile<decltype(height)::value, decltype(vecs)::value>(
+              dim_, RowsA{keys.Row(first), keys.token}, QueryPanel(c0), q_cols_,
+              [&](std::size_t r, FloatVec v0, FloatVec v1) {
+                float* row = ScoreRow(first + r) + c0;
+                hn::StoreU(v0, d, row);
+                if constexpr (decltype(vecs)::value == 2) {
+                  hn::StoreU(v1, d, row + lanes);
+                }
+              });
+        }
+      });
+    };
+    if (q_cols_ == lanes) {
+      tiles_of_vectors(std::integral_constant<std::size_t, 1>());
+    } else {
+      tiles_of_vectors(std::integral_constant<std::size_t, kTileVecs>());
+    }
     if (!RowsAreFinite(keys.first, n, keys.token, dim_)) {
       PoisonRowsSeeingBadKeys(keys, j0, n);
     }
@@ -446,8 +456,13 @@ class PrefillTile {
 
   const detail::AttentionArgs& a_;
   const detail::TaskRows task_;
-  const std::size_t rows_, dim_, nr_;
-  const std::size_t ld_;   // floats per S^T row: rows_, whole panels
+  const std::size_t rows_, dim_;
+  const std::size_t nr_;  // columns of a panel of V (TileCols)
+  // Columns of a panel of Q^T: one vector when the task's rows fit in one
+  // (S1's 10 queries: half the multiply-adds of K Q^T and of the softmax),
+  // else nr_.
+  const std::size_t q_cols_;
+  const std::size_t ld_;   // floats per S^T row: rows_, whole Q^T panels
   const std::size_t ldo_;  // floats per O row: head_dim, whole panels
   std::size_t keys_end_, min_end_;
   float *queries_, *scores_, *outputs_, *value_panels_;

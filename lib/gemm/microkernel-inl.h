@@ -102,16 +102,19 @@ static_assert(kTileRows <= 12, "MHA_TILE_ROWS names 12 rows");
 // tile = sum over p < depth of A(r, p) * B(p, :), in order of p with one FMA
 // per step, so the result never depends on how work is split or on the
 // tile's shape; then epilogue(panel, r, first vector, second vector) for
-// each row r < kRows of each of the kPanels panels. B's panels (2 vectors
-// wide each) are `panel_stride` apart: a tile two panels wide reads an A
-// sliver once for 4 vectors of columns.
-template <std::size_t kRows, std::size_t kPanels, class AOperand,
-          class BElement, class Epilogue>
+// each row r < kRows of each of the kPanels panels. B's panels (kVecs
+// vectors wide each: 2, or 1 for a lone panel, whose second vector is then
+// zero) are `panel_stride` apart: a tile two panels wide reads an A sliver
+// once for 4 vectors of columns.
+template <std::size_t kRows, std::size_t kPanels, std::size_t kVecs = kTileVecs,
+          class AOperand, class BElement, class Epilogue>
 MHA_TILE_KERNEL void MultiplyPanels(std::size_t depth, const AOperand& a,
                                     const BElement* HWY_RESTRICT b,
                                     std::size_t panel_stride,
                                     std::size_t b_stride, Epilogue&& epilogue) {
   static_assert(kPanels == 1 || kPanels == 2, "one or two panels");
+  static_assert(kVecs == kTileVecs || (kVecs == 1 && kPanels == 1),
+                "one-vector tiles span one panel");
   static_assert(kRows >= 1 && kRows * kPanels <= kTileRows, "registers");
   const FloatTag d;
   const std::size_t lanes = hn::Lanes(d);
@@ -127,8 +130,8 @@ MHA_TILE_KERNEL void MultiplyPanels(std::size_t depth, const AOperand& a,
   for (std::size_t p = 0; p < depth; ++p) {
     const BElement* HWY_RESTRICT b_step = b + p * b_stride;
     const FloatVec b0 = LoadWide(d, b_step);
-    const FloatVec b1 = LoadWide(d, b_step + lanes);
-    [[maybe_unused]] FloatVec b2, b3;
+    [[maybe_unused]] FloatVec b1, b2, b3;
+    if constexpr (kVecs == 2) b1 = LoadWide(d, b_step + lanes);
     if constexpr (kPanels == 2) {
       b2 = LoadWide(d, b_next + p * b_stride);
       b3 = LoadWide(d, b_next + p * b_stride + lanes);
@@ -138,7 +141,9 @@ MHA_TILE_KERNEL void MultiplyPanels(std::size_t depth, const AOperand& a,
   if constexpr (r < kRows) {                        \
     const FloatVec a_r = hn::Set(d, a.At(step, r)); \
     c##r##a = hn::MulAdd(a_r, b0, c##r##a);         \
-    c##r##b = hn::MulAdd(a_r, b1, c##r##b);         \
+    if constexpr (kVecs == 2) {                     \
+      c##r##b = hn::MulAdd(a_r, b1, c##r##b);       \
+    }                                               \
     if constexpr (kPanels == 2) {                   \
       c##r##c = hn::MulAdd(a_r, b2, c##r##c);       \
       c##r##d = hn::MulAdd(a_r, b3, c##r##d);       \
@@ -170,13 +175,15 @@ struct OnePanelEpilogue {
   }
 };
 
-// The tile one panel wide: epilogue(r, first vector, second vector).
-template <std::size_t kRows, class AOperand, class BElement, class Epilogue>
+// The tile one panel (of kVecs vectors) wide: epilogue(r, first vector,
+// second vector).
+template <std::size_t kRows, std::size_t kVecs = kTileVecs, class AOperand,
+          class BElement, class Epilogue>
 HWY_INLINE void MultiplyTile(std::size_t depth, const AOperand& a,
                              const BElement* HWY_RESTRICT b,
                              std::size_t b_stride, Epilogue&& epilogue) {
-  MultiplyPanels<kRows, 1>(depth, a, b, 0, b_stride,
-                           OnePanelEpilogue<Epilogue>{epilogue});
+  MultiplyPanels<kRows, 1, kVecs>(depth, a, b, 0, b_stride,
+                                  OnePanelEpilogue<Epilogue>{epilogue});
 }
 #undef MHA_TILE_KERNEL
 
