@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "lib/gemm/gemm_args.h"
 #include "reference.h"
 #include "test_util.h"
 
@@ -209,6 +210,26 @@ TEST_P(AttentionTest, SixteenBitKeysAndValues) {
 TEST_P(AttentionTest, CustomScaleAndLargeLogits) {
   Check({2, 2, 2, 9, 70, 32}, kNone, false, 0.5f);
   Check({2, 2, 2, 9, 70, 32}, kCausal, true, 300.0f);  // logits in the hundreds
+}
+
+// A prefill task whose rows (query heads of one KV head x positions) fit in
+// one vector packs Q^T in panels one vector wide; one row more takes two.
+// Rows at the target's vector width and past it, one query head per KV head
+// and two (even rows only: lanes + 2 past it), every mask.
+TEST_P(AttentionTest, QueryPanelsOfOneVectorAndOfTwo) {
+  const std::size_t lanes = mha::detail::GemmShapeParamsForTest().tile_cols / 2;
+  for (const std::size_t rows : {lanes, lanes + 1}) {
+    const mha::AttentionShape shapes[] = {
+        {2, 2, 2, rows, 45, 64},
+        {1, 4, 2, (rows + 1) / 2, 45, 24},
+    };
+    for (const mha::AttentionShape& s : shapes) {
+      for (int masks : {int{kNone}, int{kCausal}, kCausal | kLengths | kBias}) {
+        Check(s, masks, false);
+        Check(s, masks, true);
+      }
+    }
+  }
 }
 
 TEST_P(AttentionTest, RowsThatSeeNoKeyAreZero) {
