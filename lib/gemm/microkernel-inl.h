@@ -1,7 +1,8 @@
-// The register-blocked micro-kernel: a kRows x 2-vector tile of A * B, or
-// kRows x 4 vectors over two B panels, accumulated in vector registers by
-// rank-1 updates (kRows broadcasts of A against the B vectors per step of
-// the depth), handed row by row to an epilogue that stores it.
+// The register-blocked micro-kernel: a kRows x 2-vector tile of A * B (1
+// vector for panels that narrow), or kRows x 4 vectors over two B panels,
+// accumulated in vector registers by rank-1 updates (kRows broadcasts of A
+// against the B vectors per step of the depth), handed row by row to an
+// epilogue that stores it.
 //
 // The accumulators are named variables (c0a, c0b, c1a, ...), not an array:
 // on targets whose vectors are sizeless (Arm SVE) vectors cannot be array
@@ -11,7 +12,7 @@
 // A is read by broadcasts and may lie in memory two ways (StepsA: the rows of
 // one step contiguous, as in a packed panel or a transposed matrix; RowsA:
 // rows in place, steps contiguous). B is read by vectors: b + p * b_stride
-// holds the 2 vectors of step p (a packed panel, or B's own rows in place),
+// holds the vectors of step p (a packed panel, or B's own rows in place),
 // stored as fp32 or, for weights packed in 16 bits, widened as loaded.
 
 #if defined(MHA_LIB_GEMM_MICROKERNEL_INL_H_) == defined(HWY_TARGET_TOGGLE)
