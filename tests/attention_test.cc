@@ -215,7 +215,8 @@ TEST_P(AttentionTest, CustomScaleAndLargeLogits) {
 // A prefill task whose rows (query heads of one KV head x positions) fit in
 // one vector packs Q^T in panels one vector wide; one row more takes two.
 // Rows at the target's vector width and past it, one query head per KV head
-// and two (even rows only: lanes + 2 past it), every mask.
+// and two (even rows only: lanes + 2 past it), without masks, causal, and
+// with every mask at once.
 TEST_P(AttentionTest, QueryPanelsOfOneVectorAndOfTwo) {
   const std::size_t lanes = mha::detail::GemmShapeParamsForTest().tile_cols / 2;
   for (const std::size_t rows : {lanes, lanes + 1}) {
