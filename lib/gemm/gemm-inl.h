@@ -520,6 +520,14 @@ void GemmSlices(const detail::GemmArgs& g, Sweep sweep) {
   }
 }
 
+// The instantiations for pre-packed 16-bit B are compiled in their own
+// objects (gemm_packed16.cc, once per element type), in parallel with this
+// file's (lib/CMakeLists.txt says why).
+extern template void GemmSlices<detail::BF16>(const detail::GemmArgs& g,
+                                              Sweep sweep);
+extern template void GemmSlices<detail::F16>(const detail::GemmArgs& g,
+                                             Sweep sweep);
+
 // How the product's rows pass B (Sweep).
 inline Sweep ChooseSweep(const detail::GemmArgs& g) {
   if (SweepsPanelPairs(g)) return Sweep::kPanelPairs;
