@@ -79,8 +79,9 @@ EOF
             -DCMAKE_BUILD_RPATH="$prefix/lib")
 fi
 
-# Line tables only (-gline-tables-only): all a report needs, and much faster
-# to compile than full -g (scripts/run-sanitizers.sh).
+# Line tables only (-gline-tables-only): all a report needs. Full -g slowed
+# GCC's ASan build of the GEMM by half (scripts/run-sanitizers.sh); clang's
+# gain here was not measured.
 flags="-fsanitize=thread -fno-omit-frame-pointer"
 CXX=clang++ cmake -S . -B $out -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="$flags" \
