@@ -4,9 +4,14 @@
 file(REMOVE_RECURSE "${WORK_DIR}")
 include(${CMAKE_CURRENT_LIST_DIR}/run_checked.cmake)
 
+# Only the portable fallback and the static target (NEON on aarch64) are
+# compiled: this test is about how the project embeds, and the kernels of
+# every target are compiled and tested by the main build. All of them took
+# 74 s of the x86 suite's 85 here, and 100 s under the Arm emulator.
 run(${CMAKE_COMMAND} -S "${SUBPROJECT_DIR}" -B "${WORK_DIR}"
     -DMHA_SOURCE_DIR=${MHA_SOURCE_DIR} ${TOOLCHAIN}
-    -DCMAKE_BUILD_TYPE=Release)
+    -DCMAKE_BUILD_TYPE=Release
+    -DMHA_OMIT_TARGETS=AVX3_DL,AVX3,AVX2,SSE4,SSSE3,SVE2,SVE2_128,SVE,SVE_256)
 run(${CMAKE_COMMAND} --build "${WORK_DIR}" --target help)
 foreach(unwanted mha_tests mha_benchmarks seed_demo)
   if(last_output MATCHES "${unwanted}")
