@@ -1,10 +1,14 @@
 // Steady-state forward and forward_cached allocate nothing: after a first
 // call (which sizes the per-thread scratch, the buffer pool and oneTBB's
 // task pools), further calls of the same shapes make no call to malloc, on
-// one thread and on two. Its own executable: it replaces malloc and its kin
-// for the whole process (the library's buffers, Highway's aligned
-// allocations, std::vector, oneTBB), counting them while `counting` is on.
+// one thread and on two. And fused attention's memory stays O(threads x
+// tile): a long causal prefill's first call holds at most 16 MiB beyond its
+// inputs and outputs. Its own executable: it replaces malloc, free and their
+// kin for the whole process (the library's buffers, Highway's aligned
+// allocations, std::vector, oneTBB), counting calls while `counting` is on
+// and the bytes held while `weighing` is on.
 #include <gtest/gtest.h>
+#include <malloc.h>
 #include <tbb/task_arena.h>
 #include <tbb/task_group.h>
 
@@ -22,37 +26,52 @@ void* __libc_malloc(std::size_t size);
 void* __libc_calloc(std::size_t count, std::size_t size);
 void* __libc_realloc(void* pointer, std::size_t size);
 void* __libc_memalign(std::size_t alignment, std::size_t size);
+void __libc_free(void* pointer);
 }
 
 namespace {
 std::atomic<bool> counting{false};
 std::atomic<long> allocations{0};
-void Count() {
+// While weighing: bytes allocated minus bytes freed since it began (blocks
+// as malloc_usable_size measures them), and the most that ever was.
+std::atomic<bool> weighing{false};
+std::atomic<long long> held_bytes{0}, peak_held_bytes{0};
+
+void Weigh(void* pointer, long long sign) {
+  if (pointer == nullptr || !weighing.load(std::memory_order_relaxed)) return;
+  const long long bytes =
+      sign * static_cast<long long>(malloc_usable_size(pointer));
+  const long long held = held_bytes.fetch_add(bytes) + bytes;
+  long long peak = peak_held_bytes.load();
+  while (held > peak && !peak_held_bytes.compare_exchange_weak(peak, held)) {
+  }
+}
+void* Allocated(void* pointer) {
   if (counting.load(std::memory_order_relaxed)) allocations.fetch_add(1);
+  Weigh(pointer, +1);
+  return pointer;
 }
 }  // namespace
 
 extern "C" {
-void* malloc(std::size_t size) {
-  Count();
-  return __libc_malloc(size);
-}
+void* malloc(std::size_t size) { return Allocated(__libc_malloc(size)); }
 void* calloc(std::size_t count, std::size_t size) {
-  Count();
-  return __libc_calloc(count, size);
+  return Allocated(__libc_calloc(count, size));
 }
 void* realloc(void* pointer, std::size_t size) {
-  Count();
-  return __libc_realloc(pointer, size);
+  Weigh(pointer, -1);
+  return Allocated(__libc_realloc(pointer, size));
 }
 void* aligned_alloc(std::size_t alignment, std::size_t size) {
-  Count();
-  return __libc_memalign(alignment, size);
+  return Allocated(__libc_memalign(alignment, size));
 }
 int posix_memalign(void** out, std::size_t alignment, std::size_t size) {
-  Count();
-  *out = __libc_memalign(alignment, size);
+  *out = Allocated(__libc_memalign(alignment, size));
   return *out ? 0 : 12;  // ENOMEM
+}
+void free(void* pointer) {
+  Weigh(pointer, -1);
+  __libc_free(pointer);
 }
 }
 
@@ -153,6 +172,49 @@ TEST(SteadyState, TheCounterSeesAnAllocation) {
                                        sink = v.data();
                                      }),
             0);
+}
+
+// The most bytes call() holds at once beyond what was held before it.
+template <class Call>
+long long PeakBytesHeldBy(Call&& call) {
+  held_bytes = 0;
+  peak_held_bytes = 0;
+  weighing = true;
+  call();
+  weighing = false;
+  return peak_held_bytes.load();
+}
+
+// Fused attention never materializes the scores (API.md: O(threads x tile)
+// extra memory, not O(q_len x kv_len)): at L16384, 8 heads, they would take
+// 8 GiB. The first call, which sizes every thread's scratch, holds at most
+// 16 MiB beyond the inputs and output, on all the threads of the machine.
+TEST(FusedAttentionMemory, LongCausalPrefillHoldsLittleMemory) {
+  constexpr std::size_t kLen = 16384, kHeads = 8, kDim = 64;
+  const mha::AttentionShape shape{1, kHeads, kHeads, kLen, kLen, kDim};
+  const mha::Layout layout{kHeads * kLen * kDim, kLen * kDim, kDim};
+  // Q, K and V: one tensor of 0.5, so that every output is 0.5.
+  const std::vector<float> qkv(kHeads * kLen * kDim, 0.5f);
+  std::vector<float> out(qkv.size(), 0.0f);
+  mha::AttentionMask mask;
+  mask.causal = true;
+  const long long peak = PeakBytesHeldBy([&] {
+    mha::attention(shape, qkv.data(), layout, qkv.data(), layout, qkv.data(),
+                   layout, out.data(), layout, mask);
+  });
+  EXPECT_LT(peak, 16ll << 20) << "bytes";  // 415 KB on 2 Zen 5 threads
+  EXPECT_EQ(out.front(), 0.5f);
+  EXPECT_NEAR(out.back(), 0.5f, 1e-6f);
+}
+
+// The scale itself works: a vector held during the call is seen.
+TEST(FusedAttentionMemory, TheScaleSeesHeldBytes) {
+  static float* volatile sink;
+  EXPECT_GE(PeakBytesHeldBy([] {
+              std::vector<float> v(std::size_t{8} << 20);
+              sink = v.data();
+            }),
+            32ll << 20);
 }
 
 }  // namespace
