@@ -233,6 +233,26 @@ TEST_P(AttentionTest, QueryPanelsOfOneVectorAndOfTwo) {
   }
 }
 
+// Around the prefill tile's edges (prefill_tile-inl.h: 128 query rows a
+// task, shared by the query heads of one KV head; 256 keys a block): one
+// query or key short of an edge, on it and one past it, causal (the
+// diagonal crossing tiles and key blocks, where hidden tiles are skipped),
+// with q_len < kv_len (a chunk after cached keys) and q_len > kv_len (rows
+// that see nothing), with kv_lengths too, one and two query heads per KV
+// head.
+TEST_P(AttentionTest, TileAndKeyBlockEdges) {
+  for (const std::size_t q_len : {127, 128, 129}) {
+    for (const std::size_t kv_len : {127, 255, 256, 257, 384}) {
+      for (const std::size_t group : {1, 2}) {
+        const mha::AttentionShape s{2, 2 * group, 2, q_len, kv_len, 64};
+        Check(s, kCausal, false);
+        Check(s, kCausal | kLengths, group == 1);
+      }
+    }
+  }
+  Check({1, 2, 1, 129, 257, 24}, kCausal | kBias, true);  // ragged head_dim
+}
+
 TEST_P(AttentionTest, RowsThatSeeNoKeyAreZero) {
   // Causal with q_len > kv_len: the first q_len - kv_len rows see nothing;
   // kv_lengths of 0 hides a whole sequence; Check asserts exact zeros.
