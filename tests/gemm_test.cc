@@ -132,9 +132,10 @@ TEST_P(GemmTest, EveryBlockingBoundary) {
   Check(401, 8 * nr + 3, k, false, false, 0.5f, 0.25f, 4096 - k);
 }
 
-// B at most 3 panels wide (P V) takes slices of narrow_kc; with A's rows a
-// multiple of 1024 floats apart (P of 2048 keys), 8-way L1s read A by the
-// wide tile.
+// B at most 3 panels wide (P V) takes slices of narrow_kc and is read in
+// place by the wide tile on 32-register targets; on 16-register ones, A's
+// rows a multiple of 1024 floats apart (P of 2048 keys) on 8-way L1s call
+// for the wide tile.
 TEST_P(GemmTest, NarrowProducts) {
   const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
   const std::size_t mr = p.tile_rows, nr = p.tile_cols;

@@ -86,9 +86,13 @@ BPanels<T> PrePackedB(const detail::PackedB& b, std::size_t j0,
 }
 
 // B's block of columns [j0, j0 + nc), steps [p0, p0 + kc), in panel form:
-// pre-packed panels as they are; B's own rows in place when few A slivers
-// will use them (the ragged last panel is packed) and the sweep is by
-// slivers; else packed into scratch.
+// pre-packed panels as they are; B's own rows in place (whole panels only)
+// when few A slivers will use them and the sweep is by slivers, or when the
+// wide tile reads them: its step is one run of 2 TileCols() floats of a B
+// row, which packing would only copy (Zen 5, packed against in place,
+// GFLOP/s, 1 thread / 2 threads: 4096 x 64 x 4096 227 / 448 against 236 /
+// 466, 1024 x 64 x 1024 on 2 threads 474 against 489, 2048 x 64 x 2048
+// within 1%); else packed into scratch.
 inline BPanels<float> PrepareB(const detail::GemmArgs& g, Sweep sweep,
                                std::size_t j0, std::size_t nc, std::size_t p0,
                                std::size_t kc, std::size_t slivers) {
@@ -98,8 +102,9 @@ inline BPanels<float> PrepareB(const detail::GemmArgs& g, Sweep sweep,
   const std::size_t j_stride = g.trans_b ? g.ldb : 1;
   const std::size_t p_stride = g.trans_b ? 1 : g.ldb;
   const float* block = g.b + p0 * p_stride + j0 * j_stride;
-  if (!g.trans_b && sweep != Sweep::kPanelPairs && slivers < kPackBReuse &&
-      nc % nr == 0) {
+  const bool in_place = sweep == Sweep::kWideSlivers ||
+                        (sweep == Sweep::kSlivers && slivers < kPackBReuse);
+  if (!g.trans_b && in_place && nc % nr == 0) {
     return {block, nr, g.ldb};
   }
   float* packed =
@@ -256,14 +261,24 @@ struct SliceOfA {
 
 // Whether A's slivers are read by the wide tile, two panels at a time: B is
 // narrow (A's rows are then never copied, and a sliver serves each of its
-// few panels in turn), and kTileRows rows of A in place would thrash L1
-// where kWideTileRows do not. 2048 x 64 x 2048 (P V; A's rows 8 KiB apart)
-// on Zen 4's 8-way L1, kc 2048, GFLOP/s: 110 against 102 for 12 x 2 tiles
-// on 1 thread, 217 against 202 on 2.
+// few panels in turn) and kWideTileRows rows of A in place stay in L1. With
+// a 6 x 4 wide tile (32 registers) it is always the better read: narrow B
+// takes slices as deep as L2 allows (MaxSliceDepth), so a 12-row sliver
+// does not fit L1 and the second panel reads it again from L2, where the
+// wide tile reads A once and loads 10 values per 24 FMAs against 14. Zen 5
+// (48 KiB 12-way L1, where 12 rows 8 KiB apart do not thrash), GFLOP/s,
+// 12 x 2 against 6 x 4, 1 thread / 2 threads: 2048 x 64 x 2048 (P V) 227 /
+// 476 against 248 / 485; 4096 x 64 x 4096 222 / 431 against 234 / 458;
+// 2048 x 80 x 2048 4% faster; 2048 x 96 x 2048 within 2%. The 2 x 4 wide
+// tile of 16-register targets pays only where 12 rows would thrash L1.
+// Zen 4 (8-way L1), 2048 x 64 x 2048, kc 2048: 110 against 102 on 1
+// thread, 217 against 202 on 2.
 inline bool UsesWideTiles(const detail::GemmArgs& g) {
-  return !g.trans_a && g.n <= kNarrowPanels * TileCols() &&
-         SliverRowsThrashL1(g.lda, kTileRows) &&
-         !SliverRowsThrashL1(g.lda, kWideTileRows);
+  if (g.trans_a || g.n > kNarrowPanels * TileCols() ||
+      SliverRowsThrashL1(g.lda, kWideTileRows)) {
+    return false;
+  }
+  return kWideTileRows >= 6 || SliverRowsThrashL1(g.lda, kTileRows);
 }
 
 // A's rows for steps [p0, p0 + kc), `stride` floats apart, copied in
