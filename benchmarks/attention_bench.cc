@@ -26,6 +26,7 @@ void Shapes(benchmark::internal::Benchmark* b) {
       {1, 32, 32, 1, 2048, 128, 0},  // the decode core of d4096 h32
       {1, 32, 8, 1, 4096, 128, 0},   // GQA decode, long context
       {8, 32, 32, 1, 2048, 128, 0},  // batched decode
+      {4, 32, 8, 16, 2048, 128, 1},  // a 16-token chunk over a GQA cache
   };
   for (std::vector<int64_t> shape : shapes) {
     for (int threads : ThreadCounts()) {
