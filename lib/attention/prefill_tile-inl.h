@@ -249,7 +249,9 @@ class PrefillTile {
     // 12 interleaved rows (512 bytes each at head_dim 128) are too short for
     // them, and every line of K from DRAM stalled the FMAs. 16 queries over
     // 2048 keys (b4 h32 kvh8 d128, 64 MB of K and V), Zen 5, GFLOP/s: 161 ->
-    // 191 on 1 thread, 317 -> 373 on 2; K in L2 or L3: unchanged. Software
+    // 191 on 1 thread, 317 -> 373 on 2. With K from L3, 1 thread / 2: b8
+    // h12 L128 (S3's core) 165 -> 185 / 375 -> 381, b4 h16 L512 causal 160
+    // -> 167 / 325 -> 327, b1 h8 L4096 214 -> 222 / 427 -> 434. Software
     // prefetch of the next block's K and V rows, a sliver's worth per tile
     // row (to L1 or L2), gained nothing with the check or without it.
     const bool keys_finite = RowsAreFinite(keys.first, n, keys.token, dim_);
