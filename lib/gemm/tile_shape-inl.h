@@ -26,9 +26,9 @@ using FloatTag = hn::ScalableTag<float>;
 using FloatVec = hn::Vec<FloatTag>;
 
 // The wide tile, kWideTileRows x 2 kTileVecs, reads two adjacent B panels
-// against half the rows: an A sliver whose rows, read in place, would thrash
-// L1 (blocking-inl.h) is read once per pair of panels by rows few enough to
-// stay in it.
+// against half the rows: A's rows, read in place, once per pair of panels,
+// and few enough to stay in L1 where a sliver's would not (rows whose
+// stride would thrash L1, or narrow B's deep slices: gemm-inl.h).
 #if HWY_TARGET == HWY_SCALAR || HWY_TARGET == HWY_EMU128
 // Vectors are emulated: there is no register file to fill.
 constexpr std::size_t kTileRows = 4;
