@@ -278,7 +278,7 @@ inline bool UsesWideTiles(const detail::GemmArgs& g) {
       SliverRowsThrashL1(g.lda, kWideTileRows)) {
     return false;
   }
-  return kWideTileRows >= 6 || SliverRowsThrashL1(g.lda, kTileRows);
+  return kWideTileIs6x4 || SliverRowsThrashL1(g.lda, kTileRows);
 }
 
 // A's rows for steps [p0, p0 + kc), `stride` floats apart, copied in
@@ -306,7 +306,7 @@ inline void CopyA(const detail::GemmArgs& g, std::size_t p0, std::size_t kc,
 // save passes over C. Where both take one slice, slivers are as fast or
 // faster: Zen 5, 1 thread, by pairs against by slivers, 1024 x 768 x 768
 // 1.00x, 4096 x 1536 x 512 1.00x, 2048 x 2048 x 64 (Q K^T) 0.93x.
-constexpr bool kHasPairSweep = kWideTileRows >= 6;
+constexpr bool kHasPairSweep = kWideTileIs6x4;
 constexpr std::size_t kSweepPairsMinRows = kPackBReuse * kTileRows;
 
 inline bool SweepsPanelPairs(const detail::GemmArgs& g) {

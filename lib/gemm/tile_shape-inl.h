@@ -48,6 +48,10 @@ constexpr std::size_t kTileRows = 12;
 constexpr std::size_t kWideTileRows = 6;
 #endif
 constexpr std::size_t kTileVecs = 2;
+// Whether the wide tile is the 6 x 4 of 32-register targets, which fills the
+// register file as the 12 x 2 tile does (the 2 x 4 of 16-register targets
+// is a fallback for A rows that would thrash L1).
+constexpr bool kWideTileIs6x4 = kWideTileRows >= 6;
 
 inline std::size_t RoundUp(std::size_t x, std::size_t multiple) {
   return (x + multiple - 1) / multiple * multiple;
