@@ -21,11 +21,11 @@
 #include <type_traits>
 #include <vector>
 
-#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "lib/attention/attention_args.h"
 #include "lib/attention/task.h"
 #include "lib/common/cache_sizes.h"
+#include "lib/common/prefetch.h"
 #include "lib/common/scratch.h"
 #include "lib/common/wide_load-inl.h"
 #include "lib/gemm/tile_shape-inl.h"
@@ -171,11 +171,7 @@ class DecodeRange {
 
   // Asks for one row of head_dim values of K or V (see Run).
   void PrefetchRow(const KV* row) const {
-    constexpr std::size_t kLine = 64;  // bytes of a cache line
-    const char* bytes = reinterpret_cast<const char*>(row);
-    for (std::size_t i = 0; i < dim_ * sizeof(KV); i += kLine) {
-      hwy::Prefetch(bytes + i);
-    }
+    detail::PrefetchBytes(row, dim_ * sizeof(KV));
   }
 
   std::size_t Visible(std::size_t r, std::size_t j0, std::size_t n) const {

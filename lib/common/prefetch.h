@@ -1,0 +1,22 @@
+// Software prefetch of a run of memory the hardware prefetchers would miss:
+// rows of a few hundred bytes, read once, or far apart.
+#ifndef MHA_LIB_COMMON_PREFETCH_H_
+#define MHA_LIB_COMMON_PREFETCH_H_
+
+#include <cstddef>
+
+#include "hwy/cache_control.h"
+
+namespace mha::detail {
+
+// Asks for the cache lines of [p, p + bytes) (hwy::Prefetch: into L1 where
+// the target has a prefetch instruction, else nothing).
+inline void PrefetchBytes(const void* p, std::size_t bytes) {
+  constexpr std::size_t kLine = 64;  // bytes of a cache line
+  const char* first = static_cast<const char*>(p);
+  for (std::size_t i = 0; i < bytes; i += kLine) hwy::Prefetch(first + i);
+}
+
+}  // namespace mha::detail
+
+#endif  // MHA_LIB_COMMON_PREFETCH_H_
