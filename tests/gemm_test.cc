@@ -29,9 +29,30 @@ class GemmTest : public PerTarget {
     return matrix;
   }
 
-  // How a product is run: through mha::sgemm, or with every A sliver read by
-  // the wide tile (which only some L1s call for).
-  enum class Route { kPublic, kWideTiles };
+  // How a product is run: through mha::sgemm, with every A sliver read by
+  // the wide tile (which only some L1s call for), or with B pre-packed as the
+  // layer packs its weights, plus a column bias (added once, by the first
+  // slice's epilogue).
+  enum class Route { kPublic, kWideTiles, kPrePackedB };
+
+  // op(B), k x n, in the panel format of mha::detail::PackedB for the target
+  // in force: panels of PanelCols() columns, each all k steps deep, the last
+  // one zero-padded.
+  static std::vector<float> PackForTarget(const float* b, std::size_t ldb,
+                                          bool tb, std::size_t k,
+                                          std::size_t n) {
+    const std::size_t nr =
+        mha::detail::PanelCols(mha::detail::ChosenTargetIndex());
+    const std::size_t panels = (n + nr - 1) / nr;
+    std::vector<float> packed(panels * k * nr, 0.0f);
+    for (std::size_t p = 0; p < k; ++p) {
+      for (std::size_t j = 0; j < n; ++j) {
+        packed[(j / nr * k + p) * nr + j % nr] =
+            tb ? b[j * ldb + p] : b[p * ldb + j];
+      }
+    }
+    return packed;
+  }
 
   // Runs one product with leading dimensions padded by `pad` (padding NaN)
   // and checks it against the reference; padding must stay untouched. Each
@@ -45,10 +66,22 @@ class GemmTest : public PerTarget {
     GuardedFloats a(PaddedRandom(a_rows, a_cols, lda, 1));
     GuardedFloats b(PaddedRandom(b_rows, b_cols, ldb, 2));
     GuardedFloats c(PaddedRandom(m, n, ldc, 3));
-    const std::vector<double> want =
+    std::vector<double> want =
         ReferenceGemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb,
                       beta, c.data(), ldc);
-    if (route == Route::kPublic) {
+    if (route == Route::kPrePackedB) {
+      const std::vector<float> bias = RandomVector(n, 4);
+      for (std::size_t i = 0; i < m; ++i)
+        for (std::size_t j = 0; j < n; ++j) want[i * n + j] += bias[j];
+      const std::vector<float> packed = PackForTarget(b.data(), ldb, tb, k, n);
+      const mha::detail::PackedB packed_b{
+          packed.data(), k, n,
+          mha::detail::PanelCols(mha::detail::ChosenTargetIndex())};
+      mha::detail::RunGemm(
+          mha::detail::ChosenTargetIndex(),
+          {m, n, k, alpha, a.data(), lda, ta, nullptr, 0, false, beta, c.data(),
+           ldc, bias.data(), &packed_b});
+    } else if (route == Route::kPublic) {
       mha::sgemm(ta ? Transpose::Yes : Transpose::No,
                  tb ? Transpose::Yes : Transpose::No, m, n, k, alpha, a.data(),
                  lda, b.data(), ldb, beta, c.data(), ldc);
@@ -194,6 +227,26 @@ TEST_P(GemmTest, PanelPairSweep) {
     Check(first + 7, 16 * p.nc + 5, p.pair_sweep_kc - 1, false, false, 1.0f,
           0.5f);
   });
+}
+
+// B pre-packed as the layer's weights, with a column bias: below and above
+// the depth of one pair-sweep slice (several slices, on targets with the
+// 6 x 4 tile: tasks of chunks of rows that run all their slices in turn,
+// with ragged last chunks and columns), on every thread count's grid.
+TEST_P(GemmTest, PrePackedB) {
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  const std::size_t nr = p.tile_cols, chunk = p.pair_sweep_rows;
+  const std::size_t first = std::max(p.pair_sweep_min_rows, 3 * chunk);
+  for (std::size_t k : {p.pair_sweep_kc - 1, 2 * p.pair_sweep_kc + 1}) {
+    Check(first + 2 * chunk + 5, 6 * nr + 3, k, k % 2 == 1, false, 0.5f, 0.25f,
+          3, Route::kPrePackedB);
+    InArena(1, [&] {
+      Check(first + 7, 5 * nr - 1, k, false, true, 1.0f, 0.0f, 3,
+            Route::kPrePackedB);
+    });
+  }
+  Check(7, 3 * nr + 1, 2 * p.kc + 1, false, false, 1.0f, 1.0f, 3,
+        Route::kPrePackedB);
 }
 
 // Products of at most 4 rows stream B; when there are too few column chunks

@@ -314,6 +314,29 @@ inline bool SweepsPanelPairs(const detail::GemmArgs& g) {
          g.n > kNarrowPanels * TileCols() && g.k > Blocking().kc;
 }
 
+// Whether the product's tasks are chunks of rows, each running all the
+// slices of k in turn: B pre-packed (the layer's weights), its rows swept by
+// pairs of panels, k deeper than one slice. A task that covers all rows for
+// one slice, as elsewhere, writes a C block of m x nc (2048 x 128 floats,
+// 1 MiB, in S6's K and V projections, 2048 x 4096 x 4096 in 4 slices) that
+// the next slice reads back from DRAM: perf put 6% of the sweep on those
+// loads of C. Here a task's C block (two chunks, 120 x 128 floats on Zen 5)
+// stays in L2 from one slice to the next, its B column block (pre-packed:
+// nothing to pack per task) comes from L3 for the first tile of each pair
+// and from L2 for the rest, and A is read in place (copying all of A for
+// every slice at once, before the tasks, cost what it saved). Zen 5, S6's
+// forward, interleaved medians, against whole-row tasks: 1.04-1.05x on 1
+// thread, 1.11-1.14x on 2; one chunk per task 1.04x / 1.11x, four 1.03x /
+// 1.11x. B packed by the product itself would be packed again by every
+// task: the other products keep whole-row tasks (packing all of B first,
+// 16 MiB at 2048^3, gained 1-2%, within the noise).
+constexpr std::size_t kChunksPerRowTask = 2;
+
+inline bool RunsRowChunks(const detail::GemmArgs& g, Sweep sweep,
+                          std::size_t depth) {
+  return g.packed_b != nullptr && sweep == Sweep::kPanelPairs && g.k > depth;
+}
+
 // Rows [0, mc) of `rows_a` (a block's A, kc steps) against the block's B
 // panels by pairs, as oneDNN's brgemm reads its reordered weights (6 rows x
 // 64 columns): each pair (4 vectors a step, from L2) passes every wide tile
@@ -419,31 +442,38 @@ inline void ScaleOnly(const detail::GemmArgs& g) {
   }
 }
 
-// The task grid of a slice: column blocks of at most nc (each task packs its
-// B block once and sweeps every A sliver of its rows past it), split further
-// -- in whole panels or in whole tiles, whichever reads less -- while there
-// are fewer than two tasks per thread of the caller's arena, each of at
-// least kMinTaskWork multiply-adds. Every column block reads all the rows of
-// A in its block row and every row block all the columns of B in its block
+// The task grid of a slice: column blocks of at most nc (each task packs its B
+// block once and sweeps every A sliver of its rows past it), of all rows or,
+// for row-chunk products (RunsRowChunks), of kChunksPerRowTask chunks of rows,
+// split further -- in whole panels or in whole tiles, whichever reads less --
+// while there are fewer than two tasks per thread of the caller's arena, each
+// of at least kMinTaskWork multiply-adds. Every column block reads all the rows
+// of A in its block row and every row block all the columns of B in its block
 // column, so splitting columns reads A again and splitting rows reads (and
-// packs) B again: 1024 x 1024 x 1024 on two threads of Zen 4 ran at 174
-// GFLOP/s as 6 column blocks of 192 and at 196 as 2 x 3 blocks of 516 x 384
-// (4096 x 512 x 512: 172 and 209). Then rows are split while the last round
-// of tasks would leave more than 1/16 of the threads' time idle: 1024 x 2304
-// x 768 (the QKV projection of S3) made 9 column blocks, 5 and 4 for two
-// threads. How C is cut does not change any of its elements (each is the
-// same sequence of FMAs in any task), so the grid may follow the thread
-// count; only k must not be split.
+// packs) B again: 1024 x 1024 x 1024 on two threads of Zen 4 ran at 174 GFLOP/s
+// as 6 column blocks of 192 and at 196 as 2 x 3 blocks of 516 x 384 (4096 x 512
+// x 512: 172 and 209). Then rows are split while the last round of tasks would
+// leave more than 1/16 of the threads' time idle: 1024 x 2304 x 768 (the QKV
+// projection of S3) made 9 column blocks, 5 and 4 for two threads. How C is cut
+// does not change any of its elements (each is the same sequence of FMAs in any
+// task), so the grid may follow the thread count; only k must not be split.
 struct GemmGrid {
   std::size_t mc, nc, row_blocks, col_blocks;
+  // Tasks in order of columns, then rows (RunsRowChunks: consecutive tasks
+  // share B's column block), else of rows, then columns.
+  bool columns_outer;
 
-  // `depth`: the product's slice depth (SliceDepth).
-  GemmGrid(const detail::GemmArgs& g, std::size_t depth) {
+  // `depth`: the product's slice depth (SliceDepth); `row_chunks`: whether
+  // its tasks are chunks of rows (RunsRowChunks).
+  GemmGrid(const detail::GemmArgs& g, std::size_t depth, bool row_chunks)
+      : columns_outer(row_chunks) {
     constexpr double kMinTaskWork = 1 << 20;
     const std::size_t threads = detail::ArenaThreads();
     const std::size_t tasks_wanted = threads > 1 ? 2 * threads : 1;
     const std::size_t nr = TileCols();
-    mc = RoundUp(g.m, kTileRows);
+    mc = row_chunks ? std::min(RoundUp(g.m, kTileRows),
+                               kChunksPerRowTask * SweepRows(depth))
+                    : RoundUp(g.m, kTileRows);
     nc = EvenBlock(g.n, Blocks(g.n, BlockCols(depth)), nr);
     for (;;) {
       row_blocks = Blocks(g.m, mc);
@@ -483,6 +513,13 @@ struct GemmGrid {
     return double(g.m) * Blocks(g.n, nc) + double(g.n) * Blocks(g.m, mc);
   }
   std::size_t tasks() const { return row_blocks * col_blocks; }
+  // The first row and column of a task's block.
+  std::size_t FirstRow(std::size_t task) const {
+    return (columns_outer ? task % row_blocks : task / col_blocks) * mc;
+  }
+  std::size_t FirstCol(std::size_t task) const {
+    return (columns_outer ? task / row_blocks : task % col_blocks) * nc;
+  }
   // Whether `threads` threads taking the tasks in rounds idle at most 1/16
   // of the time.
   bool Balanced(std::size_t threads) const {
@@ -500,16 +537,16 @@ struct GemmGrid {
 template <class BElement>
 void GemmSlices(const detail::GemmArgs& g, Sweep sweep) {
   const std::size_t depth = SliceDepth(g.n, g.k, sweep == Sweep::kPanelPairs);
-  const GemmGrid grid(g, depth);
-  const bool copy_a = CopiesA(g, depth, grid.nc / TileCols());
+  const bool row_chunks = RunsRowChunks(g, sweep, depth);
+  const GemmGrid grid(g, depth, row_chunks);
+  const bool copy_a = !row_chunks && CopiesA(g, depth, grid.nc / TileCols());
   const std::size_t copy_stride = CopyStride(depth);
   const GemmEpilogue first{g.alpha, g.beta, g.beta != 0.0f, g.column_bias};
   const auto multiply = [&](std::size_t task, std::size_t p0,
                             const float* copied_a) {
     const SliceOfA a{g,    copied_a, copy_stride, p0, std::min(depth, g.k - p0),
                      sweep};
-    const std::size_t i0 = task / grid.col_blocks * grid.mc;
-    const std::size_t j0 = task % grid.col_blocks * grid.nc;
+    const std::size_t i0 = grid.FirstRow(task), j0 = grid.FirstCol(task);
     MultiplyBlock<BElement>(g, a, i0, std::min(grid.mc, g.m - i0), j0,
                             std::min(grid.nc, g.n - j0),
                             p0 == 0 ? first : first.Accumulating());
