@@ -46,7 +46,7 @@ std::size_t CountCpus(const std::string& list) {
 }
 
 CacheSizes FromSysfs() {
-  CacheSizes sizes{0, 0, 0, 0};
+  CacheSizes sizes{0, 0, 0, 0, 0};
   for (int index = 0; index < 8; ++index) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" +
                             std::to_string(index) + "/";
@@ -57,6 +57,7 @@ CacheSizes FromSysfs() {
     if (level == "1" && type == "Data") {
       sizes.l1d = size;
       sizes.l1d_ways = ParseSize(ReadLine(dir + "ways_of_associativity"));
+      sizes.line = ParseSize(ReadLine(dir + "coherency_line_size"));
     }
     if (level == "2" && type != "Instruction") sizes.l2 = size;
     if (level == "3" && type != "Instruction") {
@@ -77,11 +78,16 @@ CacheSizes Detect() {
   if (sizes.l1d == 0) sizes.l1d = Sysconf(_SC_LEVEL1_DCACHE_SIZE);
   if (sizes.l2 == 0) sizes.l2 = Sysconf(_SC_LEVEL2_CACHE_SIZE);
   if (sizes.l1d_ways == 0) sizes.l1d_ways = Sysconf(_SC_LEVEL1_DCACHE_ASSOC);
+  if (sizes.line == 0) sizes.line = Sysconf(_SC_LEVEL1_DCACHE_LINESIZE);
 #endif
   // Implausible or missing sizes (some VMs and emulators report none): take
   // those of a typical current core.
   if (sizes.l1d < (16u << 10) || sizes.l1d > (1u << 20)) sizes.l1d = 48u << 10;
   if (sizes.l1d_ways < 2 || sizes.l1d_ways > 64) sizes.l1d_ways = 8;
+  if (sizes.line < kShortestCacheLine || sizes.line > 256 ||
+      (sizes.line & (sizes.line - 1)) != 0) {
+    sizes.line = kShortestCacheLine;
+  }
   if (sizes.l2 < (256u << 10) || sizes.l2 > (64u << 20)) sizes.l2 = 1u << 20;
   if (sizes.l3_per_core > (256u << 20)) sizes.l3_per_core = 2u << 20;
   return sizes;

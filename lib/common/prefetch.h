@@ -6,15 +6,17 @@
 #include <cstddef>
 
 #include "hwy/cache_control.h"
+#include "lib/common/cache_sizes.h"
 
 namespace mha::detail {
 
 // Asks for the cache lines of [p, p + bytes) (hwy::Prefetch: into L1 where
 // the target has a prefetch instruction, else nothing).
 inline void PrefetchBytes(const void* p, std::size_t bytes) {
-  constexpr std::size_t kLine = 64;  // bytes of a cache line
   const char* first = static_cast<const char*>(p);
-  for (std::size_t i = 0; i < bytes; i += kLine) hwy::Prefetch(first + i);
+  for (std::size_t i = 0; i < bytes; i += kShortestCacheLine) {
+    hwy::Prefetch(first + i);
+  }
 }
 
 }  // namespace mha::detail

@@ -68,11 +68,10 @@ inline GemmBlocking MachineBlocking() {
 // 4 KiB on current x86 cores) put every row of the sliver in one set.
 inline bool SliverRowsThrashL1(std::size_t lda, std::size_t rows) {
   const detail::CacheSizes& caches = detail::MachineCaches();
-  constexpr std::size_t kLine = 64;
   const std::size_t sets =
-      std::max<std::size_t>(1, caches.l1d / (caches.l1d_ways * kLine));
+      std::max<std::size_t>(1, caches.l1d / (caches.l1d_ways * caches.line));
   const auto set_of = [&](std::size_t row) {
-    return row * lda * sizeof(float) / kLine % sets;
+    return row * lda * sizeof(float) / caches.line % sets;
   };
   for (std::size_t r = 0; r < rows; ++r) {
     std::size_t sharing = 0;

@@ -237,12 +237,12 @@ inline bool CopiesA(const detail::GemmArgs& g, std::size_t depth,
           SliverRowsThrashL1(g.lda, kTileRows));
 }
 
-// A row stride of at least kc floats and an odd number of 64-byte lines:
-// the rows of a copied sliver fall into distinct sets of L1.
+// A row stride of at least kc floats and an odd number of cache lines: the
+// rows of a copied sliver fall into distinct sets of L1.
 inline std::size_t CopyStride(std::size_t kc) {
-  constexpr std::size_t kLineFloats = 64 / sizeof(float);
-  const std::size_t stride = RoundUp(kc, kLineFloats);
-  return stride / kLineFloats % 2 ? stride : stride + kLineFloats;
+  const std::size_t line_floats = detail::MachineCaches().line / sizeof(float);
+  const std::size_t stride = RoundUp(kc, line_floats);
+  return stride / line_floats % 2 ? stride : stride + line_floats;
 }
 
 struct SliceOfA {
