@@ -35,14 +35,12 @@ class GemmTest : public PerTarget {
   // slice's epilogue).
   enum class Route { kPublic, kWideTiles, kPrePackedB };
 
-  // op(B), k x n, in the panel format of mha::detail::PackedB for the target
-  // in force: panels of PanelCols() columns, each all k steps deep, the last
-  // one zero-padded.
-  static std::vector<float> PackForTarget(const float* b, std::size_t ldb,
-                                          bool tb, std::size_t k,
-                                          std::size_t n) {
-    const std::size_t nr =
-        mha::detail::PanelCols(mha::detail::ChosenTargetIndex());
+  // op(B), k x n, in the panel format of mha::detail::PackedB: panels of nr
+  // columns (the target's PanelCols()), each all k steps deep, the last one
+  // zero-padded.
+  static std::vector<float> PackPanels(const float* b, std::size_t ldb, bool tb,
+                                       std::size_t k, std::size_t n,
+                                       std::size_t nr) {
     const std::size_t panels = (n + nr - 1) / nr;
     std::vector<float> packed(panels * k * nr, 0.0f);
     for (std::size_t p = 0; p < k; ++p) {
@@ -73,10 +71,10 @@ class GemmTest : public PerTarget {
       const std::vector<float> bias = RandomVector(n, 4);
       for (std::size_t i = 0; i < m; ++i)
         for (std::size_t j = 0; j < n; ++j) want[i * n + j] += bias[j];
-      const std::vector<float> packed = PackForTarget(b.data(), ldb, tb, k, n);
-      const mha::detail::PackedB packed_b{
-          packed.data(), k, n,
-          mha::detail::PanelCols(mha::detail::ChosenTargetIndex())};
+      const std::size_t nr =
+          mha::detail::PanelCols(mha::detail::ChosenTargetIndex());
+      const std::vector<float> packed = PackPanels(b.data(), ldb, tb, k, n, nr);
+      const mha::detail::PackedB packed_b{packed.data(), k, n, nr};
       mha::detail::RunGemm(
           mha::detail::ChosenTargetIndex(),
           {m, n, k, alpha, a.data(), lda, ta, nullptr, 0, false, beta, c.data(),
