@@ -32,8 +32,22 @@ class GemmTest : public PerTarget {
   // How a product is run: through mha::sgemm, with every A sliver read by
   // the wide tile (which only some L1s call for), or with B pre-packed as the
   // layer packs its weights, plus a column bias (added once, by the first
-  // slice's epilogue).
-  enum class Route { kPublic, kWideTiles, kPrePackedB };
+  // slice's epilogue), C as it is or in blocks of two panels' columns (as
+  // the layer writes its projections head-major).
+  enum class Route { kPublic, kWideTiles, kPrePackedB, kPrePackedBBlockedC };
+
+  // Where C's elements lie: rows ldc apart, or, with block_cols, blocks of
+  // block_cols columns block_stride apart.
+  struct CLayout {
+    std::size_t m, n, ldc, block_cols = 0, block_stride = 0;
+
+    std::size_t At(std::size_t i, std::size_t j) const {
+      if (block_cols == 0) return i * ldc + j;
+      return j / block_cols * block_stride + i * ldc + j % block_cols;
+    }
+    // Floats from the first element to the last.
+    std::size_t Extent() const { return At(m - 1, n - 1) + 1; }
+  };
 
   // op(B), k x n, in the panel format of mha::detail::PackedB: panels of nr
   // columns (the target's PanelCols()), each all k steps deep, the last one
@@ -60,25 +74,39 @@ class GemmTest : public PerTarget {
              Route route = Route::kPublic) {
     const std::size_t a_rows = ta ? k : m, a_cols = ta ? m : k;
     const std::size_t b_rows = tb ? n : k, b_cols = tb ? k : n;
-    const std::size_t lda = a_cols + pad, ldb = b_cols + pad, ldc = n + pad;
+    const std::size_t lda = a_cols + pad, ldb = b_cols + pad;
+    const std::size_t nr =
+        mha::detail::PanelCols(mha::detail::ChosenTargetIndex());
+    CLayout out{m, n, n + pad};
+    if (route == Route::kPrePackedBBlockedC) {
+      out.block_cols = 2 * nr;
+      out.ldc = out.block_cols + pad;
+      out.block_stride = m * out.ldc + pad;
+    }
     GuardedFloats a(PaddedRandom(a_rows, a_cols, lda, 1));
     GuardedFloats b(PaddedRandom(b_rows, b_cols, ldb, 2));
-    GuardedFloats c(PaddedRandom(m, n, ldc, 3));
+    const std::vector<float> c_values = RandomVector(m * n, 3);
+    std::vector<float> c_initial(out.Extent(), kNaN);
+    for (std::size_t i = 0; i < m; ++i)
+      for (std::size_t j = 0; j < n; ++j)
+        c_initial[out.At(i, j)] = c_values[i * n + j];
+    GuardedFloats c(c_initial);
     std::vector<double> want =
         ReferenceGemm(ta, tb, m, n, k, alpha, a.data(), lda, b.data(), ldb,
-                      beta, c.data(), ldc);
-    if (route == Route::kPrePackedB) {
+                      beta, c_values.data(), n);
+    const std::size_t ldc = out.ldc;
+    if (route == Route::kPrePackedB || route == Route::kPrePackedBBlockedC) {
       const std::vector<float> bias = RandomVector(n, 4);
       for (std::size_t i = 0; i < m; ++i)
         for (std::size_t j = 0; j < n; ++j) want[i * n + j] += bias[j];
-      const std::size_t nr =
-          mha::detail::PanelCols(mha::detail::ChosenTargetIndex());
       const std::vector<float> packed = PackPanels(b.data(), ldb, tb, k, n, nr);
       const mha::detail::PackedB packed_b{packed.data(), k, n, nr};
-      mha::detail::RunGemm(
-          mha::detail::ChosenTargetIndex(),
-          {m, n, k, alpha, a.data(), lda, ta, nullptr, 0, false, beta, c.data(),
-           ldc, bias.data(), &packed_b});
+      mha::detail::GemmArgs args{
+          m, n,     k,    alpha,    a.data(), lda,         ta,       nullptr,
+          0, false, beta, c.data(), ldc,      bias.data(), &packed_b};
+      args.c_block_cols = out.block_cols;
+      args.c_block_stride = out.block_stride;
+      mha::detail::RunGemm(mha::detail::ChosenTargetIndex(), args);
     } else if (route == Route::kPublic) {
       mha::sgemm(ta ? Transpose::Yes : Transpose::No,
                  tb ? Transpose::Yes : Transpose::No, m, n, k, alpha, a.data(),
@@ -91,14 +119,15 @@ class GemmTest : public PerTarget {
            ldc});
     }
     std::vector<float> got(m * n);
+    std::vector<bool> element(c.size(), false);
     for (std::size_t i = 0; i < m; ++i) {
-      for (std::size_t j = 0; j < ldc && i * ldc + j < c.size(); ++j) {
-        if (j < n)
-          got[i * n + j] = c[i * ldc + j];
-        else
-          ASSERT_TRUE(std::isnan(c[i * ldc + j]))
-              << "padding written at " << i << "," << j;
+      for (std::size_t j = 0; j < n; ++j) {
+        got[i * n + j] = c[out.At(i, j)];
+        element[out.At(i, j)] = true;
       }
+    }
+    for (std::size_t x = 0; x < c.size(); ++x) {
+      ASSERT_TRUE(element[x] || std::isnan(c[x])) << "padding written at " << x;
     }
     const double tolerance = 4.0 * (k + 4) * 0x1.0p-24;
     EXPECT_LE(RelativeError("sgemm", got.data(), want.data(), got.size()),
@@ -245,6 +274,26 @@ TEST_P(GemmTest, PrePackedB) {
   }
   Check(7, 3 * nr + 1, 2 * p.kc + 1, false, false, 1.0f, 1.0f, 3,
         Route::kPrePackedB);
+}
+
+// The same routes writing C in blocks of columns (the layer's head-major
+// projections), with ragged last blocks: pair sweep in row chunks over one
+// slice and several, slivers over several slices, and the matrix-vector
+// path.
+TEST_P(GemmTest, PrePackedBIntoBlocksOfColumns) {
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  const std::size_t nr = p.tile_cols, chunk = p.pair_sweep_rows;
+  const std::size_t first = std::max(p.pair_sweep_min_rows, 3 * chunk);
+  for (std::size_t k : {p.pair_sweep_kc - 1, 2 * p.pair_sweep_kc + 1}) {
+    Check(first + chunk + 5, 7 * nr + 3, k, false, false, 1.0f, 0.0f, 3,
+          Route::kPrePackedBBlockedC);
+  }
+  Check(7, 5 * nr + 1, 2 * p.kc + 1, false, false, 0.5f, 1.0f, 3,
+        Route::kPrePackedBBlockedC);
+  for (std::size_t m : {1, 3}) {
+    Check(m, 5 * nr - 2, 300, false, false, 1.0f, 0.0f, 3,
+          Route::kPrePackedBBlockedC);
+  }
 }
 
 // Products of at most 4 rows stream B; when there are too few column chunks

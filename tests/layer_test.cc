@@ -247,14 +247,23 @@ TEST_P(LayerTest, SeedConstructorIsDeterministicAndCopiesAreIndependent) {
 
 // d_model past the depth of a GEMM slice (kc) and past a task's columns,
 // with biases, so that every projection's epilogue adds the bias on the
-// first slice only and the later slices accumulate.
+// first slice only and the later slices accumulate: head_dim 97, whose
+// projections are token-major, and a multiple of the panel width, whose
+// projections are head-major (grouped and separate K and V, and fused Q, K
+// and V).
 TEST_P(LayerTest, BiasesWithDModelBeyondTheDepthBlock) {
-  const std::size_t kc = mha::detail::GemmShapeParamsForTest().kc;
-  const std::size_t d = (kc + 8 + 7) / 8 * 8;
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  const std::size_t d = (p.kc + 8 + 7) / 8 * 8;
   Check({d, 8, 2, true}, mha::WeightLayout::OutIn, 1, 3, 5, false, false, 1,
         false);
   Check({d, 8, 0, true}, mha::WeightLayout::InOut, 1, 4, 4, true, false, 0,
         false);
+  const std::size_t panels = p.kc / 4 / p.tile_cols + 1;
+  const std::size_t head_major_d = 4 * panels * p.tile_cols;
+  Check({head_major_d, 4, 2, true}, mha::WeightLayout::OutIn, 2, 3, 5, false,
+        false, 1, false);
+  Check({head_major_d, 4, 0, true}, mha::WeightLayout::InOut, 1, 4, 4, true,
+        false, 0, false);
 }
 
 // Weights stored in BF16 and F16 through every projection path: the seed's

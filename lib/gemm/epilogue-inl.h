@@ -16,6 +16,7 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "lib/gemm/gemm_args.h"
 #include "lib/gemm/tile_shape-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -27,12 +28,27 @@ struct GemmEpilogue {
   float alpha, beta;
   bool read_c;               // false when beta == 0 on the first slice
   const float* column_bias;  // at C's first column, or null
+  // C's blocks of columns (GemmArgs::c_block_cols; 0: none).
+  std::size_t c_block_cols, c_block_stride;
 
+  // The epilogue of the first slice of `g`.
+  static GemmEpilogue First(const detail::GemmArgs& g) {
+    return {g.alpha,       g.beta,         g.beta != 0.0f,
+            g.column_bias, g.c_block_cols, g.c_block_stride};
+  }
   // The epilogue of every slice after the first.
-  GemmEpilogue Accumulating() const { return {alpha, 1.0f, true, nullptr}; }
+  GemmEpilogue Accumulating() const {
+    return {alpha, 1.0f, true, nullptr, c_block_cols, c_block_stride};
+  }
+  // Where column `col` of a row of C starts, from the row's first element.
+  std::size_t ColumnOffset(std::size_t col) const {
+    if (c_block_cols == 0) return col;
+    return col / c_block_cols * c_block_stride + col % c_block_cols;
+  }
 };
 
-// Stores tile rows into C at (row0, col0), `cols` (<= TileCols()) valid;
+// Stores tile rows into C at (row0, col0), `cols` (<= TileCols()) valid, all
+// in one of C's blocks of columns;
 // kWhole: `cols` is TileCols(), known when the store is chosen, and the
 // ragged path (through a stack buffer) is left out. Inlined into the 6 x 4
 // tile, that path made GCC 12 spill its accumulators inside the k loop (24
@@ -45,7 +61,7 @@ class TileStore {
   TileStore(const GemmEpilogue& e, float* c, std::size_t ldc, std::size_t col0,
             std::size_t cols)
       : e_(e),
-        c_(c + col0),
+        c_(c + e.ColumnOffset(col0)),
         ldc_(ldc),
         cols_(cols),
         bias_(e.column_bias ? e.column_bias + col0 : nullptr),

@@ -541,7 +541,7 @@ void GemmSlices(const detail::GemmArgs& g, Sweep sweep) {
   const GemmGrid grid(g, depth, row_chunks);
   const bool copy_a = !row_chunks && CopiesA(g, depth, grid.nc / TileCols());
   const std::size_t copy_stride = CopyStride(depth);
-  const GemmEpilogue first{g.alpha, g.beta, g.beta != 0.0f, g.column_bias};
+  const GemmEpilogue first = GemmEpilogue::First(g);
   const auto multiply = [&](std::size_t task, std::size_t p0,
                             const float* copied_a) {
     const SliceOfA a{g,    copied_a, copy_stride, p0, std::min(depth, g.k - p0),
@@ -587,6 +587,8 @@ inline Sweep ChooseSweep(const detail::GemmArgs& g) {
 }
 
 inline void GemmBlocked(const detail::GemmArgs& g) {
+  HWY_DASSERT(g.c_block_cols == 0 ||
+              (g.packed_b && g.k > 0 && g.c_block_cols % TileCols() == 0));
   if (g.m == 0 || g.n == 0) return;
   if (g.k == 0) return ScaleOnly(g);
   if (SuitsGemv(g)) return Gemv(g);

@@ -37,6 +37,12 @@ struct GemmArgs {
   std::size_t ldc;
   const float* column_bias = nullptr;  // optional [n], added once per element
   const PackedB* packed_b = nullptr;
+  // C in blocks of columns (the layer's projections, one block per head):
+  // when c_block_cols is not 0, element (i, j) is at c[j / c_block_cols *
+  // c_block_stride + i * ldc + j % c_block_cols]. Only with packed_b, k > 0
+  // and c_block_cols a multiple of the panel width, so that no tile's row
+  // crosses a block.
+  std::size_t c_block_cols = 0, c_block_stride = 0;
 };
 
 // Runs a validated GEMM on the target of a ChosenTargetIndex().

@@ -182,7 +182,7 @@ void GemvPacked(const detail::GemmArgs& g) {
   // Tasks of 4 panels (128 columns on AVX-512): 16 k x 512 bytes in a row,
   // read two panels at a time.
   constexpr std::size_t kPanelsPerTask = 4;
-  const GemmEpilogue epilogue{g.alpha, g.beta, g.beta != 0.0f, g.column_bias};
+  const GemmEpilogue epilogue = GemmEpilogue::First(g);
   const auto panels_from = [&](std::size_t j, auto rows, auto count) {
     GemvPanels<decltype(rows)::value, decltype(count)::value>(
         g, data + j * g.k * nr, j * nr, epilogue);

@@ -24,40 +24,81 @@ using detail::PackedB;
 using detail::PackedProjections;
 using detail::PooledBuffer;
 
-// A row-major matrix of projections: row t of sequence b at data + (b *
-// rows_per_batch + t) * ld.
-struct Projected {
-  const float* data;
-  std::size_t ld, rows_per_batch;
+// The output of projections: `rows` rows of `width` columns, in one of two
+// layouts:
+//   token-major: row r at data + r * width, every head's columns in it;
+//   head-major:  each head's head_dim columns a block of rows x head_dim
+//                floats of its own, element (r, c) at data + c / head_dim *
+//                rows * head_dim + r * head_dim + c % head_dim.
+// Attention reads a head's rows of Q, K and V: head_dim floats each, from
+// d_model or more apart when token-major (a page of memory per row at d_model
+// 768 and up), from one contiguous block when head-major. On Zen 5,
+// interleaved medians, head-major against token-major: the attention core
+// of S3 (b8 h12 L128 hd64) 1.12x on one core, of S4 (b1 h16 L2048) 1.10x,
+// of S5 (b1 h8 L4096) 1.07x; forward, 1 thread / 2 threads: S4 1.08-1.10x /
+// 1.07-1.09x, S5 1.10-1.13x / 1.08-1.10x, S2 1.03x / 1.02-1.04x, S3
+// 1.02-1.03x / 1.01-1.04x, S1 and S6 within 1%. The GEMM writes head-major
+// only in whole panels per head (GemmArgs::c_block_cols), so the layout is
+// taken where head_dim is a multiple of the panel width.
+struct Projections {
+  float* data;
+  std::size_t rows, width, head_dim;
+  bool head_major;
 
-  // Its [batch, head, token, head_dim] view: head h is columns [h *
-  // head_dim, (h + 1) * head_dim) of data.
-  Layout Heads(std::size_t head_dim) const {
-    return {rows_per_batch * ld, head_dim, ld};
+  // Output columns [first, ...) as GEMM's C (first: a head's first column).
+  void SetAsC(std::size_t first, detail::GemmArgs& g) const {
+    g.c = Column(first);
+    g.ldc = head_major ? head_dim : width;
+    g.c_block_cols = head_major ? head_dim : 0;
+    g.c_block_stride = rows * head_dim;
+  }
+  // Row 0 of column `first` (a head's first column).
+  float* Column(std::size_t first) const {
+    return data + (head_major ? first * rows : first);
+  }
+  // The [batch, head, token, head_dim] view of heads from column `first`
+  // on, sequences of `tokens` rows.
+  Layout Heads(std::size_t tokens) const {
+    if (head_major) return {tokens * head_dim, rows * head_dim, head_dim};
+    return {tokens * width, head_dim, width};
   }
 };
 
-// out[rows, w.n] (row stride ldo) = x[rows, w.k] * w + bias, w pre-packed.
+// Projections of `rows` x `width` into a pooled buffer, head-major where
+// the target's panels allow it.
+class ProjectionBuffer {
+ public:
+  ProjectionBuffer(std::size_t target, std::size_t rows, std::size_t width,
+                   std::size_t head_dim)
+      : buffer_(rows * width),
+        projections_{buffer_.get(), rows, width, head_dim,
+                     head_dim % detail::PanelCols(target) == 0} {}
+  const Projections& operator*() const { return projections_; }
+
+ private:
+  PooledBuffer buffer_;
+  Projections projections_;
+};
+
+// Columns [first, first + w.n) of `out` = x[rows, w.k] * w + bias, w
+// pre-packed.
 void Project(std::size_t target, const float* x, std::size_t rows,
-             const PackedB& w, const float* bias, float* out, std::size_t ldo) {
-  detail::RunGemm(target, {rows, w.n, w.k, 1.0f, x, w.k, false, nullptr, 0,
-                           false, 0.0f, out, ldo, bias, &w});
+             const PackedB& w, const float* bias, const Projections& out,
+             std::size_t first) {
+  detail::GemmArgs g{rows, w.n,   w.k,  1.0f,    x, w.k,  false, nullptr,
+                     0,    false, 0.0f, nullptr, 0, bias, &w};
+  out.SetAsC(first, g);
+  detail::RunGemm(target, g);
 }
 
-// Keys and values of every KV head, as attention reads them: projections
-// (fp32) or a KV cache (any precision), laid out alike.
-struct KeysAndValues {
-  const void* k;
-  const void* v;
-  std::size_t ld, rows_per_batch;
-  Precision precision;
+// Queries, keys or values as attention reads them: the heads of fp32
+// projections or of a KV cache (any precision).
+struct Heads {
+  const void* data;
+  Layout layout;
 
-  static KeysAndValues Of(const Projected& keys, const Projected& values) {
-    return {keys.data, values.data, keys.ld, keys.rows_per_batch,
-            Precision::F32};
-  }
-  Layout Heads(std::size_t head_dim) const {
-    return {rows_per_batch * ld, head_dim, ld};
+  static Heads Of(const Projections& p, std::size_t first, std::size_t tokens) {
+    return {p.Column(first), p.Heads(tokens)};
   }
 };
 
@@ -65,27 +106,30 @@ struct KeysAndValues {
 // a context buffer, then the output projection into `output`.
 void AttendAndProject(std::size_t target, const MultiHeadAttentionConfig& c,
                       const PackedProjections& w, std::size_t batch,
-                      std::size_t q_len, std::size_t kv_len, const Projected& q,
-                      const KeysAndValues& kv, const AttentionMask& mask,
-                      float* weights, float* output) {
+                      std::size_t q_len, std::size_t kv_len, const Heads& q,
+                      const Heads& k, const Heads& v, Precision kv_precision,
+                      const AttentionMask& mask, float* weights,
+                      float* output) {
   const std::size_t d = c.d_model, hd = detail::HeadDim(c);
-  const PooledBuffer context(batch * q_len * d);
-  const Projected ctx{context.get(), d, q_len};
+  const std::size_t rows = batch * q_len;
+  const PooledBuffer context(rows * d);
+  const Projections ctx{context.get(), rows, d, hd, false};
   detail::RunAttention(target,
                        {{batch, c.num_heads, c.num_kv_heads, q_len, kv_len, hd},
-                        q.data,
-                        q.Heads(hd),
-                        kv.k,
-                        kv.Heads(hd),
-                        kv.v,
-                        kv.Heads(hd),
+                        static_cast<const float*>(q.data),
+                        q.layout,
+                        k.data,
+                        k.layout,
+                        v.data,
+                        v.layout,
                         context.get(),
-                        ctx.Heads(hd),
+                        ctx.Heads(q_len),
                         mask,
                         1.0f / std::sqrt(static_cast<float>(hd)),
                         weights,
-                        kv.precision});
-  Project(target, context.get(), batch * q_len, w.O(), w.OBias(), output, d);
+                        kv_precision});
+  Project(target, context.get(), rows, w.O(), w.OBias(),
+          {output, rows, d, hd, false}, 0);
 }
 
 // Throws if a size product of forward's arguments or buffers overflows, or
@@ -155,38 +199,35 @@ void MultiHeadAttention::forward(const float* query, const float* key,
   const PackedProjections& w = weights_->For(target, detail::PanelCols(target));
 
   const std::size_t q_rows = batch * q_len, kv_rows = batch * kv_len;
-  const std::size_t kv_width = w.kv_width;
+  const std::size_t kv_width = w.kv_width, hd = detail::HeadDim(config_);
   if (query == key && key == value && q_len == kv_len) {
     // Self-attention: Q, K and V in one GEMM against the fused weights.
-    const std::size_t wide = w.qkv_width();
-    const PooledBuffer qkv(q_rows * wide);
-    Project(target, query, q_rows, w.QkvColumns(0, wide), w.QkvBias(0),
-            qkv.get(), wide);
-    const Projected q{qkv.get(), wide, q_len};
-    const Projected k{qkv.get() + w.k_column(), wide, kv_len};
-    const Projected v{qkv.get() + w.v_column(), wide, kv_len};
-    return AttendAndProject(target, config_, w, batch, q_len, kv_len, q,
-                            KeysAndValues::Of(k, v), mask, attention_weights,
-                            output);
+    const ProjectionBuffer qkv(target, q_rows, w.qkv_width(), hd);
+    Project(target, query, q_rows, w.QkvColumns(0, w.qkv_width()), w.QkvBias(0),
+            *qkv, 0);
+    return AttendAndProject(target, config_, w, batch, q_len, kv_len,
+                            Heads::Of(*qkv, 0, q_len),
+                            Heads::Of(*qkv, w.k_column(), kv_len),
+                            Heads::Of(*qkv, w.v_column(), kv_len),
+                            Precision::F32, mask, attention_weights, output);
   }
-  const PooledBuffer q_proj(q_rows * w.q_width);
-  Project(target, query, q_rows, w.QkvColumns(0, w.q_width), w.QkvBias(0),
-          q_proj.get(), w.q_width);
-  const Projected q{q_proj.get(), w.q_width, q_len};
-  const PooledBuffer kv_proj(kv_rows * 2 * kv_width);
-  Projected k{kv_proj.get(), 2 * kv_width, kv_len};
-  Projected v{kv_proj.get() + kv_width, 2 * kv_width, kv_len};
+  const ProjectionBuffer q(target, q_rows, w.q_width, hd);
+  Project(target, query, q_rows, w.QkvColumns(0, w.q_width), w.QkvBias(0), *q,
+          0);
+  const ProjectionBuffer kv(target, kv_rows, 2 * kv_width, hd);
   if (key == value) {  // K and V in one GEMM
     Project(target, key, kv_rows, w.QkvColumns(w.k_column(), 2 * kv_width),
-            w.QkvBias(w.k_column()), kv_proj.get(), 2 * kv_width);
+            w.QkvBias(w.k_column()), *kv, 0);
   } else {
     Project(target, key, kv_rows, w.QkvColumns(w.k_column(), kv_width),
-            w.QkvBias(w.k_column()), kv_proj.get(), 2 * kv_width);
+            w.QkvBias(w.k_column()), *kv, 0);
     Project(target, value, kv_rows, w.QkvColumns(w.v_column(), kv_width),
-            w.QkvBias(w.v_column()), kv_proj.get() + kv_width, 2 * kv_width);
+            w.QkvBias(w.v_column()), *kv, kv_width);
   }
-  AttendAndProject(target, config_, w, batch, q_len, kv_len, q,
-                   KeysAndValues::Of(k, v), mask, attention_weights, output);
+  AttendAndProject(target, config_, w, batch, q_len, kv_len,
+                   Heads::Of(*q, 0, q_len), Heads::Of(*kv, 0, kv_len),
+                   Heads::Of(*kv, kv_width, kv_len), Precision::F32, mask,
+                   attention_weights, output);
 }
 
 void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
@@ -223,15 +264,17 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
   const std::size_t target = detail::ChosenTargetIndex();
   const PackedProjections& w = weights_->For(target, detail::PanelCols(target));
 
+  // Token-major projections: K and V are copied from their rows into the
+  // cache.
   const std::size_t kv = detail::KvDim(config_), wide = w.qkv_width();
-  const std::size_t past = cache.length_;
-  const PooledBuffer qkv(rows * wide);
-  Project(target, x, rows, w.QkvColumns(0, wide), w.QkvBias(0), qkv.get(),
-          wide);
+  const std::size_t hd = detail::HeadDim(config_), past = cache.length_;
+  const PooledBuffer buffer(rows * wide);
+  const Projections qkv{buffer.get(), rows, wide, hd, false};
+  Project(target, x, rows, w.QkvColumns(0, wide), w.QkvBias(0), qkv, 0);
   const std::size_t bytes = bytes_per_element(cache.precision_);
   for (std::size_t b = 0; b < batch; ++b) {
     for (std::size_t t = 0; t < new_len; ++t) {
-      const float* row = qkv.get() + (b * new_len + t) * wide;
+      const float* row = qkv.data + (b * new_len + t) * wide;
       const std::size_t slot = (b * cache.capacity_ + past + t) * kv * bytes;
       detail::StoreRounded(cache.precision_, row + w.k_column(), kv,
                            cache.keys_.data() + slot);
@@ -241,13 +284,13 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
   }
   cache.length_ = past + new_len;
 
-  const Projected q{qkv.get(), wide, new_len};
   AttentionMask causal;
   causal.causal = true;
-  AttendAndProject(target, config_, w, batch, new_len, cache.length_, q,
-                   {cache.keys_.data(), cache.values_.data(), kv,
-                    cache.capacity_, cache.precision_},
-                   causal, nullptr, output);
+  const Layout cached{cache.capacity_ * kv, hd, kv};
+  AttendAndProject(target, config_, w, batch, new_len, cache.length_,
+                   Heads::Of(qkv, 0, new_len), {cache.keys_.data(), cached},
+                   {cache.values_.data(), cached}, cache.precision_, causal,
+                   nullptr, output);
 }
 
 }  // namespace mha
