@@ -256,15 +256,17 @@ TEST_P(GemmTest, PanelPairSweep) {
   });
 }
 
-// B pre-packed as the layer's weights, with a column bias: below and above
-// the depth of one pair-sweep slice (several slices, on targets with the
-// 6 x 4 tile: tasks of chunks of rows that run all their slices in turn,
-// with ragged last chunks and columns), on every thread count's grid.
+// B pre-packed as the layer's weights, with a column bias: within one slice
+// of the sliver sweep, below and above the depth of one pair-sweep slice
+// (several slices, on targets with the 6 x 4 tile: tasks of chunks of rows
+// that run all their slices in turn, with ragged last chunks and columns),
+// on every thread count's grid.
 TEST_P(GemmTest, PrePackedB) {
   const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
   const std::size_t nr = p.tile_cols, chunk = p.pair_sweep_rows;
   const std::size_t first = std::max(p.pair_sweep_min_rows, 3 * chunk);
-  for (std::size_t k : {p.pair_sweep_kc - 1, 2 * p.pair_sweep_kc + 1}) {
+  for (std::size_t k :
+       {p.kc / 2 + 1, p.pair_sweep_kc - 1, 2 * p.pair_sweep_kc + 1}) {
     Check(first + 2 * chunk + 5, 6 * nr + 3, k, k % 2 == 1, false, 0.5f, 0.25f,
           3, Route::kPrePackedB);
     InArena(1, [&] {

@@ -301,17 +301,23 @@ inline void CopyA(const detail::GemmArgs& g, std::size_t p0, std::size_t kc,
 // Whether a product's rows are swept by pairs of panels: on targets with a
 // 6 x 4 wide tile, B wider than kNarrowPanels panels (narrow B keeps its
 // slivers: they serve few panels), enough rows to pay for packing B's block
-// (kPackBReuse slivers), which this sweep cannot read in place, and k deeper
-// than one slice of the sliver sweep, where the deeper slices of this one
-// save passes over C. Where both take one slice, slivers are as fast or
-// faster: Zen 5, 1 thread, by pairs against by slivers, 1024 x 768 x 768
-// 1.00x, 4096 x 1536 x 512 1.00x, 2048 x 2048 x 64 (Q K^T) 0.93x.
+// (kPackBReuse slivers), which this sweep cannot read in place, and either
+// k deeper than one slice of the sliver sweep, where the deeper slices of
+// this one save passes over C, or B pre-packed (the layer's weights, which
+// neither sweep packs). Where both take one slice and B is packed by the
+// product, slivers are as fast or faster: Zen 5, 1 thread, by pairs against
+// by slivers, 1024 x 768 x 768 1.00x, 4096 x 1536 x 512 1.00x, 2048 x 2048 x
+// 64 (Q K^T) 0.93x. With pre-packed B, forward, two runs of interleaved
+// medians, 1 thread / 2 threads: S3 (1024 x 768 x 768 projections) 1.01-1.03x
+// / 1.01-1.02x, as self-attention 1.00x / 0.99-1.02x; S5 (4096 x 512 x 512)
+// 0.99-1.01x / 1.02x.
 constexpr bool kHasPairSweep = kWideTileIs6x4;
 constexpr std::size_t kSweepPairsMinRows = kPackBReuse * kTileRows;
 
 inline bool SweepsPanelPairs(const detail::GemmArgs& g) {
   return kHasPairSweep && g.m >= kSweepPairsMinRows &&
-         g.n > kNarrowPanels * TileCols() && g.k > Blocking().kc;
+         g.n > kNarrowPanels * TileCols() &&
+         (g.k > Blocking().kc || g.packed_b != nullptr);
 }
 
 // Whether the product's tasks are chunks of rows, each running all the
