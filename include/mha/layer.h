@@ -114,7 +114,8 @@ class MultiHeadAttention {
   std::shared_ptr<const detail::LayerWeights> weights_;
 };
 
-// Keys and values of past tokens, [batch, max_len, kv_dim] each.
+// Keys and values of past tokens: up to max_len per sequence, kv_dim values
+// of K and kv_dim of V per token.
 //
 // Sharing: forward_cached writes the cache it is given, so calls that share
 // one cache must not run concurrently (calls on distinct caches, and const
@@ -140,7 +141,8 @@ class KVCache {
   MultiHeadAttentionConfig config_;  // num_kv_heads resolved
   std::size_t batch_, capacity_, length_ = 0;
   Precision precision_;
-  // [batch, max_len, kv_dim] elements of precision_ each.
+  // [batch, num_kv_heads, max_len, head_dim] elements of precision_ each:
+  // decoding reads each KV head's keys and values as one run.
   std::vector<unsigned char> keys_, values_;
 };
 

@@ -264,29 +264,37 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
   const std::size_t target = detail::ChosenTargetIndex();
   const PackedProjections& w = weights_->For(target, detail::PanelCols(target));
 
-  // Token-major projections: K and V are copied from their rows into the
-  // cache.
-  const std::size_t kv = detail::KvDim(config_), wide = w.qkv_width();
+  const std::size_t kv_heads = c.num_kv_heads;
   const std::size_t hd = detail::HeadDim(config_), past = cache.length_;
-  const PooledBuffer buffer(rows * wide);
-  const Projections qkv{buffer.get(), rows, wide, hd, false};
-  Project(target, x, rows, w.QkvColumns(0, wide), w.QkvBias(0), qkv, 0);
+  const ProjectionBuffer buffer(target, rows, w.qkv_width(), hd);
+  const Projections& qkv = *buffer;
+  Project(target, x, rows, w.QkvColumns(0, w.qkv_width()), w.QkvBias(0), qkv,
+          0);
+  // The new tokens' K and V rows, head by head, into the cache's
+  // [batch, kv_heads, capacity, head_dim] storage.
   const std::size_t bytes = bytes_per_element(cache.precision_);
+  const Layout projected = qkv.Heads(new_len);
   for (std::size_t b = 0; b < batch; ++b) {
-    for (std::size_t t = 0; t < new_len; ++t) {
-      const float* row = qkv.data + (b * new_len + t) * wide;
-      const std::size_t slot = (b * cache.capacity_ + past + t) * kv * bytes;
-      detail::StoreRounded(cache.precision_, row + w.k_column(), kv,
-                           cache.keys_.data() + slot);
-      detail::StoreRounded(cache.precision_, row + w.v_column(), kv,
-                           cache.values_.data() + slot);
+    for (std::size_t g = 0; g < kv_heads; ++g) {
+      const std::size_t from = b * projected.batch + g * projected.head;
+      const std::size_t slot =
+          ((b * kv_heads + g) * cache.capacity_ + past) * hd * bytes;
+      for (std::size_t t = 0; t < new_len; ++t) {
+        const std::size_t row = from + t * projected.token;
+        const std::size_t to = slot + t * hd * bytes;
+        detail::StoreRounded(cache.precision_, qkv.Column(w.k_column()) + row,
+                             hd, cache.keys_.data() + to);
+        detail::StoreRounded(cache.precision_, qkv.Column(w.v_column()) + row,
+                             hd, cache.values_.data() + to);
+      }
     }
   }
   cache.length_ = past + new_len;
 
   AttentionMask causal;
   causal.causal = true;
-  const Layout cached{cache.capacity_ * kv, hd, kv};
+  const Layout cached{kv_heads * cache.capacity_ * hd, cache.capacity_ * hd,
+                      hd};
   AttendAndProject(target, config_, w, batch, new_len, cache.length_,
                    Heads::Of(qkv, 0, new_len), {cache.keys_.data(), cached},
                    {cache.values_.data(), cached}, cache.precision_, causal,
