@@ -102,10 +102,10 @@ class DecodeRange {
   }
 
   // K and V are walked in memory order: in a cache laid out [token, kv_dim]
-  // (the layer's; heads interleaved in a token) each block of keys takes
-  // every head, so that a block is one contiguous run; laid out [head,
-  // token, head_dim], one head at a time takes all its keys, a run of
-  // kv_len x head_dim floats. (The attention core at d4096 h32, head-major,
+  // (heads interleaved in a token) each block of keys takes every head, so
+  // that a block is one contiguous run; laid out [head, token, head_dim] (the
+  // layer's KVCache), one head at a time takes all its keys, a run of kv_len
+  // x head_dim floats. (The attention core at d4096 h32, head-major,
   // read K at 10-13 GB/s block by block over all heads: 32 runs of 32 KiB,
   // each a new stream for the prefetchers.)
   //
@@ -115,8 +115,9 @@ class DecodeRange {
   // streams at once, when both blocks fit in half of L2 (the prefetched
   // lines must still be there when used). Head-major, one Zen 5 core: 32 KV
   // heads over 2048 keys read 35 GB/s instead of 22.7, 8 over 4096 39 GB/s
-  // instead of 18.3 (64 GB/s in cache). The layer's cache at 32 KV heads
-  // (1 MiB blocks) ran its decode step 0.91x as fast with the prefetches.
+  // instead of 18.3 (64 GB/s in cache). A cache laid out [token, kv_dim] at
+  // 32 KV heads (1 MiB blocks) ran the layer's decode step 0.91x as fast with
+  // the prefetches.
   void Run() {
     const std::size_t heads_per_pass =
         a_.k_layout.head < a_.k_layout.token ? s_.num_kv_heads : 1;

@@ -1,5 +1,6 @@
-// MultiHeadAttention::forward and forward_cached: project, attend with heads
-// as strided views of the projections (no copies, no transposes), project.
+// MultiHeadAttention::forward and forward_cached: project (head-major where
+// the GEMM can write it), attend with heads as strided views of the
+// projections (no copies, no transposes), project.
 // The target is chosen once per call and every kernel below runs on it.
 
 #include <algorithm>
