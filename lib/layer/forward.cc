@@ -59,7 +59,7 @@ struct Projections {
   }
   // The [batch, head, token, head_dim] view of heads from column `first`
   // on, sequences of `tokens` rows.
-  Layout Heads(std::size_t tokens) const {
+  Layout HeadLayout(std::size_t tokens) const {
     if (head_major) return {tokens * head_dim, rows * head_dim, head_dim};
     return {tokens * width, head_dim, width};
   }
@@ -99,7 +99,7 @@ struct Heads {
   Layout layout;
 
   static Heads Of(const Projections& p, std::size_t first, std::size_t tokens) {
-    return {p.Column(first), p.Heads(tokens)};
+    return {p.Column(first), p.HeadLayout(tokens)};
   }
 };
 
@@ -124,7 +124,7 @@ void AttendAndProject(std::size_t target, const MultiHeadAttentionConfig& c,
                         v.data,
                         v.layout,
                         context.get(),
-                        ctx.Heads(q_len),
+                        ctx.HeadLayout(q_len),
                         mask,
                         1.0f / std::sqrt(static_cast<float>(hd)),
                         weights,
@@ -274,7 +274,7 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
   // The new tokens' K and V rows, head by head, into the cache's
   // [batch, kv_heads, capacity, head_dim] storage.
   const std::size_t bytes = bytes_per_element(cache.precision_);
-  const Layout projected = qkv.Heads(new_len);
+  const Layout projected = qkv.HeadLayout(new_len);
   for (std::size_t b = 0; b < batch; ++b) {
     for (std::size_t g = 0; g < kv_heads; ++g) {
       const std::size_t from = b * projected.batch + g * projected.head;
