@@ -311,11 +311,11 @@ class DecodeRange {
   //   up to a page (4 KiB: [head, token, head_dim], or a few KV heads in a
   //     token): strips of head_dim summed in registers down the block, each
   //     V vector loaded once for up to 4 rows of a group;
-  //   farther (the layer's cache at kv_dim 4096, 16 KiB a token): V in
+  //   farther (a token-major cache at kv_dim 4096, 16 KiB a token): V in
   //     memory order, the sums in an L1-resident buffer. Strips would walk
   //     64 rows in 64 pages, streams the prefetchers do not follow: one Zen 5
-  //     core ran a decode step at d4096 with 32 KV heads 1.15x faster this
-  //     way, and with 8 KV heads (4 KiB a token) 0.97x.
+  //     core ran a decode step at d4096 with 32 KV heads on such a cache
+  //     1.15x faster this way, and with 8 KV heads (4 KiB a token) 0.97x.
   void AccumulateValues(const Heads& heads, std::size_t j0, std::size_t n) {
     constexpr std::size_t kPage = 4096;
     if (a_.v_layout.token * sizeof(KV) <= kPage) {

@@ -158,11 +158,11 @@ class PrefillTile {
   // (every logit they make is NaN or Inf).
   //
   // This is the one read of the task's Q, from L3 or DRAM, in runs of
-  // head_dim floats too short for the hardware prefetchers to get ahead (a
-  // layer's projections put them d_model floats apart): the check stalled on
-  // each row. So the rows kQueryPrefetchRows ahead are prefetched. Zen 5, 1
-  // thread, three interleaved runs: b4 h16 L512 causal 2-4% faster, b1 h25
-  // L1024 causal 1-3%, b8 h12 L128 (S3's core) 0-5%, S3's forward 1-2%,
+  // head_dim floats too short for the hardware prefetchers to get ahead
+  // (token-major projections put them d_model floats apart): the check
+  // stalled on each row. So the rows kQueryPrefetchRows ahead are prefetched.
+  // Zen 5, 1 thread, three interleaved runs: b4 h16 L512 causal 2-4% faster, b1
+  // h25 L1024 causal 1-3%, b8 h12 L128 (S3's core) 0-5%, S3's forward 1-2%,
   // S1's and S2's within the noise (+-2%). 4 rows ahead gained nothing, 16
   // as much as 8.
   static constexpr std::size_t kQueryPrefetchRows = 8;
