@@ -26,6 +26,13 @@ struct AttentionArgs {
   Precision kv_precision = Precision::F32;
 };
 
+// The element offset of (batch b, head h, token t) in a view with this
+// layout.
+inline std::size_t ElementOffset(const Layout& layout, std::size_t b,
+                                 std::size_t h, std::size_t t) {
+  return b * layout.batch + h * layout.head + t * layout.token;
+}
+
 // Throws std::invalid_argument, prefixed with `where`, unless each
 // kv_lengths[b] lies in [0, kv_len].
 void CheckMask(const char* where, const AttentionMask& mask, std::size_t batch,

@@ -67,14 +67,12 @@ inline std::size_t VisibleIn(std::size_t end, std::size_t j0, std::size_t n) {
 
 inline const float* QueryRow(const AttentionArgs& a, std::size_t b,
                              std::size_t head, std::size_t query) {
-  const Layout& l = a.q_layout;
-  return a.q + b * l.batch + head * l.head + query * l.token;
+  return a.q + ElementOffset(a.q_layout, b, head, query);
 }
 
 inline float* OutputRow(const AttentionArgs& a, std::size_t b, std::size_t head,
                         std::size_t query) {
-  const Layout& l = a.out_layout;
-  return a.out + b * l.batch + head * l.head + query * l.token;
+  return a.out + ElementOffset(a.out_layout, b, head, query);
 }
 
 // K's and V's rows, their elements of type T (float, BF16 or F16: the
@@ -82,17 +80,15 @@ inline float* OutputRow(const AttentionArgs& a, std::size_t b, std::size_t head,
 template <class T>
 const T* KeyRow(const AttentionArgs& a, std::size_t b, std::size_t kv_head,
                 std::size_t key) {
-  const Layout& l = a.k_layout;
-  return static_cast<const T*>(a.k) + b * l.batch + kv_head * l.head +
-         key * l.token;
+  return static_cast<const T*>(a.k) +
+         ElementOffset(a.k_layout, b, kv_head, key);
 }
 
 template <class T>
 const T* ValueRow(const AttentionArgs& a, std::size_t b, std::size_t kv_head,
                   std::size_t key) {
-  const Layout& l = a.v_layout;
-  return static_cast<const T*>(a.v) + b * l.batch + kv_head * l.head +
-         key * l.token;
+  return static_cast<const T*>(a.v) +
+         ElementOffset(a.v_layout, b, kv_head, key);
 }
 
 // The bias of query position `query` from key j0 on, or null without one.

@@ -273,16 +273,16 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
           0);
   // The new tokens' K and V rows, head by head, into the cache's
   // [batch, kv_heads, capacity, head_dim] storage.
-  const std::size_t bytes = bytes_per_element(cache.precision_);
+  const Layout cached{kv_heads * cache.capacity_ * hd, cache.capacity_ * hd,
+                      hd};
   const Layout projected = qkv.HeadLayout(new_len);
+  const std::size_t bytes = bytes_per_element(cache.precision_);
   for (std::size_t b = 0; b < batch; ++b) {
     for (std::size_t g = 0; g < kv_heads; ++g) {
-      const std::size_t from = b * projected.batch + g * projected.head;
-      const std::size_t slot =
-          ((b * kv_heads + g) * cache.capacity_ + past) * hd * bytes;
       for (std::size_t t = 0; t < new_len; ++t) {
-        const std::size_t row = from + t * projected.token;
-        const std::size_t to = slot + t * hd * bytes;
+        const std::size_t row = detail::ElementOffset(projected, b, g, t);
+        const std::size_t to =
+            detail::ElementOffset(cached, b, g, past + t) * bytes;
         detail::StoreRounded(cache.precision_, qkv.Column(w.k_column()) + row,
                              hd, cache.keys_.data() + to);
         detail::StoreRounded(cache.precision_, qkv.Column(w.v_column()) + row,
@@ -294,8 +294,6 @@ void MultiHeadAttention::forward_cached(const float* x, std::size_t batch,
 
   AttentionMask causal;
   causal.causal = true;
-  const Layout cached{kv_heads * cache.capacity_ * hd, cache.capacity_ * hd,
-                      hd};
   AttendAndProject(target, config_, w, batch, new_len, cache.length_,
                    Heads::Of(qkv, 0, new_len), {cache.keys_.data(), cached},
                    {cache.values_.data(), cached}, cache.precision_, causal,
