@@ -2,7 +2,8 @@
 """Measures mha against its peers and prints the README's performance tables.
 
 One process of mha_benchmarks runs every benchmark of the tables, mha's and
-the peers' (OpenBLAS, oneDNN), with repetitions in random interleaved order,
+the peers' (OpenBLAS, oneDNN, and PyTorch for the layer when the build found
+it), with repetitions in random interleaved order,
 so that all rates of a table share the same machine state; the tables show
 medians. OpenBLAS runs on the kernel it picks for this CPU: the environment
 variables that hold it to another (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE) are
@@ -28,14 +29,14 @@ import re
 import subprocess
 from collections import defaultdict
 
-PEERS = ("OpenBLAS", "OneDNN")
+PEERS = ("OpenBLAS", "OneDNN", "PyTorch")
 # mha's own benchmarks with 16-bit storage: BM_DecodeStepBF16, ...
 VARIANTS = ("BF16", "F16")
 KINDS = {"BM_DecodeStep": "decode step", "BM_Forward": "forward",
          "BM_AttentionFused": "attention core"}
 GEMM = r"BM_Sgemm(OpenBLAS|OneDNN)?/m:(20/n:512|128/n:512|1024/n:768|1024/n:1024|2048/n:2048/k:2048" \
        r"|2048/n:1024|4096/n:512|1/n:4096/k:4096|2048/n:2048/k:64|2048/n:64)/"
-LAYER = r"BM_Forward(OpenBLAS|OneDNN|BF16|F16)?/|BM_DecodeStep(OpenBLAS|BF16|F16)?/"
+LAYER = r"BM_Forward(OpenBLAS|OneDNN|PyTorch|BF16|F16)?/|BM_DecodeStep(OpenBLAS|BF16|F16)?/"
 CORE = r"BM_Attention(Fused|FusedBF16|FusedF16|ComposedOpenBLAS|ComposedOneDNN)/b:1/h:(8|32)" \
        r"/kvh:(8|32)/q:(4096|1)/kv:(4096|2048)/d:(64|128)/causal:0/"
 PEAKS = r"BM_FmaPeak|BM_MemoryRead"
@@ -152,41 +153,44 @@ def main():
 
     gemm_unit = lambda shape: ("GB/s", 1) if shape.startswith("m=1 ") else ("GFLOP/s", 0)
     core_unit = lambda shape: ("GB/s", 1) if " q=1 " in f" {shape} " else ("GFLOP/s", 0)
+    compositions = {"OpenBLAS": "OpenBLAS composition", "OneDNN": "oneDNN composition"}
     comparison(medians, limits, "BM_Sgemm",
                "SGEMM: GFLOP/s (GB/s for m=1), % of the measured peak (DRAM read for m=1)",
-               gemm_unit, ["mha", "OpenBLAS", "oneDNN", "mha / best peer"])
+               gemm_unit, "mha", {"OpenBLAS": "OpenBLAS", "OneDNN": "oneDNN"},
+               "mha / best peer")
     comparison(medians, limits, "BM_Forward", "forward: GFLOP/s (% of FMA peak)",
-               lambda shape: ("GFLOP/s", 0),
-               ["mha", "OpenBLAS composition", "oneDNN composition",
-                "best peer time / mha time"])
+               lambda shape: ("GFLOP/s", 0), "mha",
+               dict(compositions, PyTorch="PyTorch nn.MultiheadAttention"),
+               "best peer time / mha time")
     comparison(medians, limits, "BM_DecodeStep",
                "decode step: GB/s of weights and cache (% of DRAM read)",
-               lambda shape: ("GB/s", 1),
-               ["mha", "OpenBLAS composition", "oneDNN composition",
-                "best peer time / mha time"])
+               lambda shape: ("GB/s", 1), "mha", compositions, "best peer time / mha time")
     comparison(medians, limits, "BM_AttentionFused",
                "attention core: fused mha against matrix products + softmax; GFLOP/s "
-               "(GB/s for q=1), % of the peak", core_unit,
-               ["mha fused", "OpenBLAS composition", "oneDNN composition",
-                "mha / best peer"])
+               "(GB/s for q=1), % of the peak", core_unit, "mha fused", compositions,
+               "mha / best peer")
     sixteen_bit(medians, limits, core_unit)
 
 
-def comparison(medians, limits, base, title, unit_of, header):
+def comparison(medians, limits, base, title, unit_of, ours_header, peer_headers,
+               ratio_header):
     """One table of mha's `base` benchmark against the peers' of each shape:
     rates with the fraction of the peak, and ours / the best peer's rate
-    (for equal work, the best peer's time / ours)."""
+    (for equal work, the best peer's time / ours). A column per peer of
+    peer_headers ({peer: header}) that has rows in this run."""
+    rows = rows_of(medians, {base})
+    peers = [p for p in peer_headers if any(p in runs for _, runs in rows)]
     lines = []
-    for (_, shape, threads), runs in rows_of(medians, {base}):
+    for (_, shape, threads), runs in rows:
         unit, limit = unit_of(shape)
         peak = limits[threads][limit]
-        best = max((runs[p][unit] for p in PEERS if p in runs), default=0)
+        best = max((runs[p][unit] for p in peers if p in runs), default=0)
         ours = runs.get("")
         ratio = f"{ours[unit] / best:.2f}" if ours and best else "-"
-        lines.append([shape, str(threads), rate_cell(ours, unit, peak),
-                      rate_cell(runs.get("OpenBLAS"), unit, peak),
-                      rate_cell(runs.get("OneDNN"), unit, peak), ratio])
-    table(title, ["shape", "threads"] + header, lines)
+        lines.append([shape, str(threads), rate_cell(ours, unit, peak)]
+                     + [rate_cell(runs.get(p), unit, peak) for p in peers] + [ratio])
+    table(title, ["shape", "threads", ours_header] + [peer_headers[p] for p in peers]
+          + [ratio_header], lines)
 
 
 def sixteen_bit(medians, limits, core_unit):
@@ -213,10 +217,6 @@ def sixteen_bit(medians, limits, core_unit):
           "core): rates of the bytes stored, % of the peak, speedup over F32 in time",
           ["kernel", "shape", "threads", "F32", "BF16", "BF16 speedup", "F16",
            "F16 speedup"], lines)
-
-
-def unit_note(text):
-    return f"{text}, % of the measured peak (DRAM read for m=1)"
 
 
 if __name__ == "__main__":
