@@ -2,8 +2,8 @@
 """Measures mha against its peers and prints the README's performance tables.
 
 One process of mha_benchmarks runs every benchmark of the tables, mha's and
-the peers' (OpenBLAS, oneDNN, and PyTorch for the layer when the build found
-it), with repetitions in random interleaved order,
+the peers' (OpenBLAS, oneDNN, and PyTorch for the layer and the attention
+core when the build found it), with repetitions in random interleaved order,
 so that all rates of a table share the same machine state; the tables show
 medians. OpenBLAS runs on the kernel it picks for this CPU: the environment
 variables that hold it to another (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE) are
@@ -37,7 +37,7 @@ KINDS = {"BM_DecodeStep": "decode step", "BM_Forward": "forward",
 GEMM = r"BM_Sgemm(OpenBLAS|OneDNN)?/m:(20/n:512|128/n:512|1024/n:768|1024/n:1024|2048/n:2048/k:2048" \
        r"|2048/n:1024|4096/n:512|1/n:4096/k:4096|2048/n:2048/k:64|2048/n:64)/"
 LAYER = r"BM_Forward(OpenBLAS|OneDNN|PyTorch|BF16|F16)?/|BM_DecodeStep(OpenBLAS|BF16|F16)?/"
-CORE = r"BM_Attention(Fused|FusedBF16|FusedF16|ComposedOpenBLAS|ComposedOneDNN)/b:1/h:(8|32)" \
+CORE = r"BM_Attention(Fused|FusedBF16|FusedF16|ComposedOpenBLAS|ComposedOneDNN|ComposedPyTorch)/b:1/h:(8|32)" \
        r"/kvh:(8|32)/q:(4096|1)/kv:(4096|2048)/d:(64|128)/causal:0/"
 PEAKS = r"BM_FmaPeak|BM_MemoryRead"
 # The layer shapes of the performance issue: S1 is the seed's example.
@@ -167,7 +167,8 @@ def main():
                lambda shape: ("GB/s", 1), "mha", compositions, "best peer time / mha time")
     comparison(medians, limits, "BM_AttentionFused",
                "attention core: fused mha against matrix products + softmax; GFLOP/s "
-               "(GB/s for q=1), % of the peak", core_unit, "mha fused", compositions,
+               "(GB/s for q=1), % of the peak", core_unit, "mha fused",
+               dict(compositions, PyTorch="PyTorch scaled_dot_product_attention"),
                "mha / best peer")
     sixteen_bit(medians, limits, core_unit)
 

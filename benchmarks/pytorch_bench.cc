@@ -9,7 +9,9 @@
 //     F.multi_head_attention_forward: the same steps as ATen operators
 //     (linear, bmm, softmax, bmm, linear).
 // The same multiply-adds as mha, plus zero biases (nn.MultiheadAttention
-// always has them).
+// always has them). And PyTorch's attention alone as a peer of
+// mha::attention: at::_scaled_dot_product_attention (on the CPU in 1.13, its
+// math path: matmul, softmax, matmul).
 //
 // Threads: Debian's build runs ATen's own loops (softmax, bias, copies) on
 // OpenMP and its matrix products on OpenBLAS, each with a pool of its own.
@@ -28,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "attention_problem.h"
 #include "bench_util.h"
 #include "layer_shapes.h"
 #include "peers.h"
@@ -105,6 +108,25 @@ at::Tensor GeneralPathForward(const LayerShape& s, const at::Tensor& query,
   return at::linear(context, out_weight, out_bias);
 }
 
+// Runs the timing loop of `call` on `threads` cores: OpenBLAS on all, ATen
+// on all or on one, whichever was faster over a few calls. Returns ATen's.
+template <class F>
+int TimeOnFasterThreads(benchmark::State& state, int threads, F&& call) {
+  int aten_threads = threads;
+  WithThreads(threads, [&] {  // OpenBLAS (and OpenMP) on `threads`
+    if (threads > 1) {
+      constexpr int kCalibrationRuns = 5;
+      at::set_num_threads(1);
+      const double alone = FastestRun(kCalibrationRuns, call);
+      at::set_num_threads(threads);
+      if (alone < FastestRun(kCalibrationRuns, call)) aten_threads = 1;
+    }
+    at::set_num_threads(aten_threads);
+    for (auto _ : state) call();
+  });
+  return aten_threads;
+}
+
 void BM_ForwardPyTorch(benchmark::State& state) {
   const LayerShape s(state);
   if (s.kv_heads != s.heads) {
@@ -133,22 +155,37 @@ void BM_ForwardPyTorch(benchmark::State& state) {
                                        qkv_bias, out_weight, out_bias);
     benchmark::DoNotOptimize(out.data_ptr<float>());
   };
-  int aten_threads = s.threads;
-  WithThreads(s.threads, [&] {  // OpenBLAS (and OpenMP) on s.threads
-    if (s.threads > 1) {
-      constexpr int kCalibrationRuns = 5;
-      at::set_num_threads(1);
-      const double alone = FastestRun(kCalibrationRuns, forward);
-      at::set_num_threads(s.threads);
-      if (alone < FastestRun(kCalibrationRuns, forward)) aten_threads = 1;
-    }
-    at::set_num_threads(aten_threads);
-    for (auto _ : state) forward();
-  });
+  const int aten_threads = TimeOnFasterThreads(state, s.threads, forward);
   Report(state, s.Flops(), 0.0, PyTorchLabel(aten_threads));
   LetPeerThreadsIdle();
 }
 BENCHMARK(BM_ForwardPyTorch)->Apply(ForwardShapes)->UseRealTime();
+
+void BM_AttentionComposedPyTorch(benchmark::State& state) {
+  const Problem p(state);
+  const auto& s = p.shape;
+  if (s.num_kv_heads != s.num_heads) {
+    return state.SkipWithError("PyTorch 1.13's attention has no GQA");
+  }
+  c10::InferenceMode inference;
+  const auto heads = [&](const std::vector<float>& x, std::size_t len) {
+    return TensorOf(
+        x, {static_cast<int64_t>(s.batch), static_cast<int64_t>(s.num_heads),
+            static_cast<int64_t>(len), static_cast<int64_t>(s.head_dim)});
+  };
+  const at::Tensor q = heads(p.q, s.q_len), k = heads(p.k, s.kv_len),
+                   v = heads(p.v, s.kv_len);
+  const auto attend = [&] {
+    const at::Tensor out = std::get<0>(at::_scaled_dot_product_attention(
+        q, k, v, {}, 0.0, /*need_attn_weights=*/false, p.mask.causal));
+    benchmark::DoNotOptimize(out.data_ptr<float>());
+  };
+  const int aten_threads =
+      TimeOnFasterThreads(state, static_cast<int>(state.range(7)), attend);
+  Report(state, p.Flops(), p.Bytes(), PyTorchLabel(aten_threads));
+  LetPeerThreadsIdle();
+}
+BENCHMARK(BM_AttentionComposedPyTorch)->Apply(Shapes)->UseRealTime();
 
 }  // namespace
 }  // namespace mha_bench
