@@ -108,6 +108,22 @@ at::Tensor GeneralPathForward(const LayerShape& s, const at::Tensor& query,
   return at::linear(context, out_weight, out_bias);
 }
 
+// ||theirs - ours|| / ||ours||: the check that a peer computes what mha
+// does (the same layer on the same weights, the same attention).
+double RelativeDifference(const at::Tensor& theirs,
+                          const std::vector<float>& ours) {
+  const float* t = theirs.contiguous().data_ptr<float>();
+  double difference = 0.0, norm = 0.0;
+  for (std::size_t i = 0; i < ours.size(); ++i) {
+    difference += (double(t[i]) - ours[i]) * (double(t[i]) - ours[i]);
+    norm += double(ours[i]) * ours[i];
+  }
+  return std::sqrt(difference / norm);
+}
+// fp32 results of a different order of sums: 4e-7 to 7e-6 measured at
+// S1-S3 and the attention cores of 128 queries and of one.
+constexpr double kSameResult = 1e-4;
+
 // Runs the timing loop of `call` on `threads` cores: OpenBLAS on all, ATen
 // on all or on one, whichever was faster over a few calls. Returns ATen's.
 template <class F>
@@ -146,14 +162,23 @@ void BM_ForwardPyTorch(benchmark::State& state) {
   const at::Tensor out_weight = LinearWeight(w.o, s.d, s.d);
   const at::Tensor qkv_bias = at::zeros({3 * d}), out_bias = at::zeros({d});
   const bool fast_path = s.q_len == s.kv_len;
+  const auto run = [&] {
+    return fast_path ? std::get<0>(at::_native_multi_head_attention(
+                           query, key, value, d, s.heads, qkv_weight, qkv_bias,
+                           out_weight, out_bias, {}, /*need_weights=*/false))
+                     : GeneralPathForward(s, query, key, value, qkv_weight,
+                                          qkv_bias, out_weight, out_bias);
+  };
+  mha::MultiHeadAttention layer({s.d, s.heads, s.kv_heads});
+  layer.set_weights({w.q.data(), w.k.data(), w.v.data(), w.o.data()});
+  std::vector<float> ours(in.out.size());
+  layer.forward(in.query.data(), in.k(), in.v(), s.batch, s.q_len, s.kv_len,
+                ours.data());
+  if (RelativeDifference(run(), ours) > kSameResult) {
+    return state.SkipWithError("PyTorch's layer differs from mha's");
+  }
   const auto forward = [&] {
-    const at::Tensor out =
-        fast_path ? std::get<0>(at::_native_multi_head_attention(
-                        query, key, value, d, s.heads, qkv_weight, qkv_bias,
-                        out_weight, out_bias, {}, /*need_weights=*/false))
-                  : GeneralPathForward(s, query, key, value, qkv_weight,
-                                       qkv_bias, out_weight, out_bias);
-    benchmark::DoNotOptimize(out.data_ptr<float>());
+    benchmark::DoNotOptimize(run().data_ptr<float>());
   };
   const int aten_threads = TimeOnFasterThreads(state, s.threads, forward);
   Report(state, s.Flops(), 0.0, PyTorchLabel(aten_threads));
@@ -162,7 +187,7 @@ void BM_ForwardPyTorch(benchmark::State& state) {
 BENCHMARK(BM_ForwardPyTorch)->Apply(ForwardShapes)->UseRealTime();
 
 void BM_AttentionComposedPyTorch(benchmark::State& state) {
-  const Problem p(state);
+  Problem p(state);
   const auto& s = p.shape;
   if (s.num_kv_heads != s.num_heads) {
     return state.SkipWithError("PyTorch 1.13's attention has no GQA");
@@ -175,10 +200,16 @@ void BM_AttentionComposedPyTorch(benchmark::State& state) {
   };
   const at::Tensor q = heads(p.q, s.q_len), k = heads(p.k, s.kv_len),
                    v = heads(p.v, s.kv_len);
-  const auto attend = [&] {
-    const at::Tensor out = std::get<0>(at::_scaled_dot_product_attention(
+  const auto run = [&] {
+    return std::get<0>(at::_scaled_dot_product_attention(
         q, k, v, {}, 0.0, /*need_attn_weights=*/false, p.mask.causal));
-    benchmark::DoNotOptimize(out.data_ptr<float>());
+  };
+  p.Run();  // mha's, into p.out
+  if (RelativeDifference(run(), p.out) > kSameResult) {
+    return state.SkipWithError("PyTorch's attention differs from mha's");
+  }
+  const auto attend = [&] {
+    benchmark::DoNotOptimize(run().data_ptr<float>());
   };
   const int aten_threads =
       TimeOnFasterThreads(state, static_cast<int>(state.range(7)), attend);
