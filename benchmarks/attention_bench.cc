@@ -1,7 +1,8 @@
 // Attention: the fused kernel, the same call returning weights, and an
 // unfused composition (GEMM, softmax, GEMM per head) built from our own
-// public kernels and, when found, OpenBLAS: the way BLAS-based attention
-// runs. All in one run, so the ratios compare like with like.
+// public kernels and, when found, OpenBLAS and oneDNN: the way BLAS-based
+// attention runs (PyTorch's: pytorch_bench.cc). All in one run, so the
+// ratios compare like with like.
 #include <tbb/parallel_for.h>
 
 #include <cmath>

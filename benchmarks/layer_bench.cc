@@ -6,6 +6,7 @@
 //     around a batched matmul, the softmax primitive and a batched matmul;
 //   OpenBLAS: cblas_sgemm (and, for one token, cblas_sgemv) around
 //     mha::softmax, its calls spread over row blocks and heads on oneTBB.
+// PyTorch's own layer is timed beside them by pytorch_bench.cc.
 // Rates: GFLOP/s of the multiply-adds (projections of Q, K, V and the
 // output, Q K^T, P V); GB/s of weights and cache read, for decode steps.
 // The BF16 and F16 variants store the weights (and the decode step's cache)
