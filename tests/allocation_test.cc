@@ -138,6 +138,15 @@ TEST(SteadyState, ForwardAllocatesNothing) {
                 0)
           << "threads " << threads << " len " << len;
     }
+    // Two queries over 300 keys: the absorbed order (lib/layer/).
+    EXPECT_EQ(AllocationsInSteadyState(threads,
+                                       [&] {
+                                         layer.forward(x.data(), x.data(),
+                                                       x.data(), 2, 2, 300,
+                                                       out.data());
+                                       }),
+              0)
+        << "threads " << threads << ", absorbed order";
   }
 }
 

@@ -85,6 +85,10 @@ TEST_P(DeterminismTest, ForwardAndForwardCached) {
     mha::KVCache cache(layer.config(), 2, 50);
     layer.forward_cached(x.data(), 2, 50, cache, out);
   });
+  // Two queries over 50 keys: the absorbed order (lib/layer/).
+  ExpectSameOnOneAndTwoThreads(2 * 2 * 256, [&](float* out) {
+    layer.forward(x.data(), x.data(), x.data(), 2, 2, 50, out);
+  });
 }
 
 MHA_INSTANTIATE_PER_TARGET(DeterminismTest);

@@ -2,6 +2,7 @@
 // target: the seed's shape, cross-attention, GQA/MQA, both weight layouts,
 // biases, masks, returned weights, the cache in random chunks, value
 // semantics and every error of the contract.
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <stdexcept>
@@ -9,7 +10,9 @@
 #include <utility>
 #include <vector>
 
+#include "lib/dispatch/dispatch.h"
 #include "lib/gemm/gemm_args.h"
+#include "lib/layer/absorbed_attention.h"
 #include "reference.h"
 #include "test_util.h"
 
@@ -310,6 +313,35 @@ TEST_P(LayerTest, SixteenBitCacheInChunksNearTheCausalForward) {
   const mha::MultiHeadAttentionConfig c{64, 8, 2, true};
   EXPECT_LE(CachedAgainstCausalForward(c, mha::Precision::BF16, 40, 71), 4e-3);
   EXPECT_LE(CachedAgainstCausalForward(c, mha::Precision::F16, 40, 71), 5e-4);
+}
+
+// A few queries over many keys with heads of whole panels: forward attends
+// in the absorbed order (lib/layer/absorbed_attention.h), K and V never
+// projected. Every mask (the causal one gives each query position its own
+// keys), biases, both layouts, grouped heads, K and V shared or not, the
+// returned weights, and keys past a GEMM slice's depth.
+TEST_P(LayerTest, FewQueriesOverManyKeysInTheAbsorbedOrder) {
+  const std::size_t nr =
+      mha::detail::PanelCols(mha::detail::ChosenTargetIndex());
+  // Two panels a head (16 columns at least: the absorbed order pays only
+  // when head_dim is not tiny against kv_len).
+  const std::size_t hd = std::max<std::size_t>(2 * nr, 16), d = 4 * hd;
+  const std::size_t q_len = 3;
+  const std::size_t kv_lens[] = {61,
+                                 mha::detail::GemmShapeParamsForTest().kc + 9};
+  for (std::size_t kv_len : kv_lens) {
+    for (std::size_t kv_heads : {4, 2}) {
+      for (int masks : {0, 1, 2, 4, 7}) {
+        const bool bias = masks % 2 == 0;
+        const mha::MultiHeadAttentionConfig c{d, 4, kv_heads, bias};
+        ASSERT_TRUE(mha::detail::PrefersAbsorbedOrder(c, nr, q_len, kv_len, {}))
+            << "kv_len " << kv_len << " kv_heads " << kv_heads;
+        Check(c, bias ? mha::WeightLayout::OutIn : mha::WeightLayout::InOut, 2,
+              q_len, kv_len, false, masks == 2, masks,
+              masks == 0 || masks == 7);
+      }
+    }
+  }
 }
 
 MHA_INSTANTIATE_PER_TARGET(LayerTest);

@@ -2,12 +2,16 @@
 // data and bad arguments, on every target: hidden keys never count, NaN and
 // Inf propagate, sizes that overflow throw, outputs that overlap inputs
 // throw, scale must be finite. Each case here failed before it was fixed.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <limits>
 #include <string>
 #include <vector>
 
+#include "lib/dispatch/dispatch.h"
+#include "lib/gemm/gemm_args.h"
+#include "lib/layer/absorbed_attention.h"
 #include "reference.h"
 #include "test_util.h"
 
@@ -187,6 +191,61 @@ TEST_P(PreciseRulesTest, LayerPropagatesNaNOfAQueryRowOnly) {
     for (std::size_t c = 0; c < 32; ++c) {
       EXPECT_EQ(std::isnan(out[i * 32 + c]), i == 2)
           << "row " << i << " column " << c;
+    }
+  }
+}
+
+// The layer's absorbed order (a few queries over many keys, heads of whole
+// panels: lib/layer/absorbed_attention.h) reads the layer's key and value
+// inputs, not projected K and V, and must never read the rows a query
+// position does not see, even to multiply them by 0. Sequence 0: NaN in
+// key and value row 39, which causal query position 0 does not see and 1
+// does; sequence 1: NaN past kv_lengths; sequence 2 sees no key and
+// outputs b_o. Rows that never see the NaN equal, bit for bit, those of a
+// call without it.
+TEST_P(PreciseRulesTest, AbsorbedOrderNeverReadsHiddenInputRows) {
+  const std::size_t nr =
+      mha::detail::PanelCols(mha::detail::ChosenTargetIndex());
+  const std::size_t hd = std::max<std::size_t>(2 * nr, 16), d = 4 * hd;
+  const std::size_t batch = 3, q_len = 2, kv_len = 40;
+  mha::MultiHeadAttention layer({d, 4, 2, true});
+  layer.init_random(9);
+  const std::int32_t lengths[] = {40, 30, 0};
+  mha::AttentionMask mask;
+  mask.causal = true;
+  mask.kv_lengths = lengths;
+  ASSERT_TRUE(mha::detail::PrefersAbsorbedOrder(layer.config(), nr, q_len,
+                                                kv_len, mask));
+  const std::vector<float> query = RandomVector(batch * q_len * d, 10),
+                           key = RandomVector(batch * kv_len * d, 11),
+                           value = RandomVector(key.size(), 12);
+  std::vector<float> bad_key = key, bad_value = value;
+  const auto row = [&](std::size_t b, std::size_t j) {
+    return (b * kv_len + j) * d;
+  };
+  bad_key[row(0, 39) + 1] = kNaN;
+  bad_value[row(0, 39) + 2] = kNaN;
+  for (std::size_t j = 30; j < kv_len; ++j) {
+    bad_key[row(1, j)] = kInf;
+    bad_value[row(1, j) + 3] = kNaN;
+  }
+  for (std::size_t j = 0; j < kv_len; ++j) bad_value[row(2, j)] = kNaN;
+  std::vector<float> clean(batch * q_len * d), out(clean.size());
+  layer.forward(query.data(), key.data(), value.data(), batch, q_len, kv_len,
+                clean.data(), mask);
+  layer.forward(query.data(), bad_key.data(), bad_value.data(), batch, q_len,
+                kv_len, out.data(), mask);
+  std::vector<float> zero_context(d, 0.0f), b_o(d);
+  layer.forward(zero_context.data(), nullptr, nullptr, 1, 1, 0, b_o.data());
+  for (std::size_t r = 0; r < batch * q_len; ++r) {
+    for (std::size_t c = 0; c < d; ++c) {
+      const std::size_t at = r * d + c;
+      if (r == 1) {  // sequence 0, position 1 sees key 39
+        EXPECT_TRUE(std::isnan(out[at])) << "column " << c;
+      } else {
+        EXPECT_EQ(out[at], clean[at]) << "row " << r << " column " << c;
+      }
+      if (r >= 4) EXPECT_EQ(out[at], b_o[c]) << "row " << r;
     }
   }
 }

@@ -14,6 +14,7 @@
 #include "lib/common/storage.h"
 #include "lib/dispatch/dispatch.h"
 #include "lib/gemm/gemm_args.h"
+#include "lib/layer/absorbed_attention.h"
 #include "lib/layer/config.h"
 #include "lib/layer/layer_weights.h"
 #include "mha/layer.h"
@@ -103,6 +104,14 @@ struct Heads {
   }
 };
 
+// output [rows, d_model] = context [rows, d_model] W_o + b_o.
+void ProjectContext(std::size_t target, const PackedProjections& w,
+                    const float* context, std::size_t rows, float* output) {
+  const std::size_t d = w.d_model;
+  Project(target, context, rows, w.O(), w.OBias(), {output, rows, d, d, false},
+          0);
+}
+
 // The second half of a forward pass: attention of the projected heads into
 // a context buffer, then the output projection into `output`.
 void AttendAndProject(std::size_t target, const MultiHeadAttentionConfig& c,
@@ -129,8 +138,7 @@ void AttendAndProject(std::size_t target, const MultiHeadAttentionConfig& c,
                         1.0f / std::sqrt(static_cast<float>(hd)),
                         weights,
                         kv_precision});
-  Project(target, context.get(), rows, w.O(), w.OBias(),
-          {output, rows, d, hd, false}, 0);
+  ProjectContext(target, w, context.get(), rows, output);
 }
 
 // Throws if a size product of forward's arguments or buffers overflows, or
@@ -215,6 +223,15 @@ void MultiHeadAttention::forward(const float* query, const float* key,
   const ProjectionBuffer q(target, q_rows, w.q_width, hd);
   Project(target, query, q_rows, w.QkvColumns(0, w.q_width), w.QkvBias(0), *q,
           0);
+  if (detail::PrefersAbsorbedOrder(config_, w.panel_cols, q_len, kv_len,
+                                   mask)) {
+    // A few queries over many keys: K and V are never projected.
+    const PooledBuffer context(q_rows * config_.d_model);
+    detail::AttendAbsorbed(target, config_, w, (*q).Column(0),
+                           (*q).HeadLayout(q_len), key, value, batch, q_len,
+                           kv_len, mask, attention_weights, context.get());
+    return ProjectContext(target, w, context.get(), q_rows, output);
+  }
   const ProjectionBuffer kv(target, kv_rows, 2 * kv_width, hd);
   if (key == value) {  // K and V in one GEMM
     Project(target, key, kv_rows, w.QkvColumns(w.k_column(), 2 * kv_width),

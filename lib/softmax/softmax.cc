@@ -54,6 +54,7 @@ HWY_AFTER_NAMESPACE();
 #if HWY_ONCE
 #include "lib/common/check.h"
 #include "lib/softmax/exp2_for_test.h"
+#include "lib/softmax/softmax_rows.h"
 #include "mha/softmax.h"
 
 namespace mha {
@@ -63,6 +64,13 @@ HWY_EXPORT(Exp2Kernel);
 namespace detail {
 void Exp2OfNonPositiveForTest(const float* x, float* y, std::size_t n) {
   MHA_CALL_TARGET(ChosenTargetIndex(), Exp2Kernel)(x, y, n);
+}
+
+void RunSoftmax(std::size_t target_index, const float* x, std::size_t ldx,
+                float* y, std::size_t ldy, std::size_t rows, std::size_t cols,
+                float scale) {
+  MHA_CALL_TARGET(target_index, SoftmaxKernel)
+  (x, ldx, y, ldy, rows, cols, scale);
 }
 }  // namespace detail
 
@@ -85,8 +93,8 @@ void softmax(const float* x, std::size_t ldx, float* y, std::size_t ldy,
       detail::SizeCheck(kWhere, "y").Matrix(rows, cols, ldy);
   if (x != y)
     detail::CheckDisjoint(kWhere, "y", {y, y_count}, "x", {x, x_count});
-  MHA_CALL_TARGET(detail::ChosenTargetIndex(), SoftmaxKernel)
-  (x, ldx, y, ldy, rows, cols, scale);
+  detail::RunSoftmax(detail::ChosenTargetIndex(), x, ldx, y, ldy, rows, cols,
+                     scale);
 }
 
 }  // namespace mha
