@@ -23,6 +23,7 @@
 #include "lib/attention/attention_args.h"
 #include "lib/attention/task.h"
 #include "lib/common/buffer_pool.h"
+#include "lib/common/parallel.h"
 #include "lib/gemm/gemm_args.h"
 #include "lib/layer/config.h"
 #include "lib/softmax/softmax_rows.h"
@@ -124,7 +125,7 @@ class AbsorbedSequence {
   void AbsorbQueries(const float* q, const Layout& q_layout, std::size_t b) {
     const std::size_t nr = w_.panel_cols;
     const float* k_bias = w_.QkvBias(w_.k_column());
-    for (std::size_t h = 0; h < heads_; ++h) {
+    ForEachTask(heads_, 1.0 * rows_ * d_ * hd_, [&](std::size_t h) {
       const std::size_t first = w_.k_column() + h / group_ * hd_;
       const float* q_h = q + ElementOffset(q_layout, b, h, 0);
       for (std::size_t p = 0; p < hd_; p += nr) {
@@ -148,7 +149,7 @@ class AbsorbedSequence {
         }
         bias_logits_.get()[h * q_len_ + i] = scale_ * logit;
       }
-    }
+    });
   }
 
   // 3: the weights of row (h, i), at probabilities[(h q_len + i) kv_len]:
@@ -199,7 +200,7 @@ class AbsorbedSequence {
   // 5: context[i, h hd:(h + 1) hd] = Z[(h, i), :] W_v,g + b_v,g; zeros for
   // positions that see no key.
   void ProjectValues(std::size_t b, float* context) const {
-    for (std::size_t h = 0; h < heads_; ++h) {
+    ForEachTask(heads_, 1.0 * rows_ * d_ * hd_, [&](std::size_t h) {
       const std::size_t first = w_.v_column() + h / group_ * hd_;
       const PackedB w_v = w_.QkvColumns(first, hd_);
       GemmArgs g = Product(q_len_, hd_, d_, absorbed_.get() + h * q_len_ * d_,
@@ -207,7 +208,7 @@ class AbsorbedSequence {
       g.packed_b = &w_v;
       g.column_bias = w_.QkvBias(first);
       RunGemm(target_, g);
-    }
+    });
     for (std::size_t i = 0; i < q_len_; ++i) {
       if (End(b, i) == 0) std::fill_n(context + i * d_, d_, 0.0f);
     }
