@@ -319,7 +319,7 @@ TEST_P(LayerTest, SixteenBitCacheInChunksNearTheCausalForward) {
 // in the absorbed order (lib/layer/absorbed_attention.h), K and V never
 // projected. Every mask (the causal one gives each query position its own
 // keys), biases, both layouts, grouped heads, K and V shared or not, the
-// returned weights, and keys past a GEMM slice's depth.
+// returned weights, keys past a GEMM slice's depth, and 16-bit weights.
 TEST_P(LayerTest, FewQueriesOverManyKeysInTheAbsorbedOrder) {
   const std::size_t nr =
       mha::detail::PanelCols(mha::detail::ChosenTargetIndex());
@@ -341,6 +341,13 @@ TEST_P(LayerTest, FewQueriesOverManyKeysInTheAbsorbedOrder) {
               masks == 0 || masks == 7);
       }
     }
+  }
+  // Weights stored in 16 bits: W_k widened for the query absorption, W_v
+  // read as stored.
+  for (mha::Precision p : {mha::Precision::BF16, mha::Precision::F16}) {
+    const mha::MultiHeadAttentionConfig c{d, 4, 2, true, p};
+    ASSERT_TRUE(mha::detail::PrefersAbsorbedOrder(c, nr, q_len, 61, {}));
+    Check(c, mha::WeightLayout::OutIn, 2, q_len, 61, false, false, 7, true);
   }
 }
 

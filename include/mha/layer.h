@@ -91,12 +91,11 @@ class MultiHeadAttention {
   // output [batch, q_len, d_model]; attention_weights, when given, [batch,
   // num_heads, q_len, kv_len]. Self-attention (the same pointer three times)
   // is projected with one fused GEMM. A few queries over many keys (where
-  // it needs at most half the multiply-adds, with fp32 weights) attend in
-  // the absorbed order: W_k folded into the queries and W_v into the
-  // context, K and V never projected (README: "A few queries over many
-  // keys"); the accuracy above holds either way. Zero batch or q_len does
-  // nothing; kv_len == 0 outputs b_o in every row. The mask is as in
-  // mha::attention.
+  // it needs at most half the multiply-adds) attend in the absorbed order: W_k
+  // folded into the queries and W_v into the context, K and V never projected
+  // (README: "A few queries over many keys"); the accuracy above holds either
+  // way. Zero batch or q_len does nothing; kv_len == 0 outputs b_o in every
+  // row. The mask is as in mha::attention.
   void forward(const float* query, const float* key, const float* value,
                std::size_t batch, std::size_t q_len, std::size_t kv_len,
                float* output, const AttentionMask& mask = {},

@@ -24,6 +24,7 @@
 #include "lib/attention/task.h"
 #include "lib/common/buffer_pool.h"
 #include "lib/common/parallel.h"
+#include "lib/common/storage.h"
 #include "lib/gemm/gemm_args.h"
 #include "lib/layer/config.h"
 #include "lib/softmax/softmax_rows.h"
@@ -34,8 +35,7 @@ bool PrefersAbsorbedOrder(const MultiHeadAttentionConfig& c,
                           std::size_t panel_cols, std::size_t q_len,
                           std::size_t kv_len, const AttentionMask& mask) {
   const std::size_t hd = HeadDim(c);
-  if (kv_len == 0 || c.weight_precision != Precision::F32 ||
-      hd % panel_cols != 0) {
+  if (kv_len == 0 || hd % panel_cols != 0) {
     return false;
   }
   const double queries = static_cast<double>(q_len) * c.num_heads;
@@ -63,6 +63,29 @@ GemmArgs Product(std::size_t m, std::size_t n, std::size_t k, const float* a,
   return g;
 }
 
+// W_k's panels in fp32: the layer's own, or, for weights stored in 16 bits,
+// widened into `widened` (d_model x kv_width floats), in parallel chunks.
+// The query absorption reads W_k as the transposed operand of a GEMM,
+// which reads fp32 only. S6 with BF16 weights: the widening costs about
+// what reading W_k once does.
+const float* KeyPanelsInFloat(const PackedProjections& w, float* widened) {
+  const void* panels = w.QkvColumns(w.k_column(), w.kv_width).data;
+  if (w.precision == Precision::F32) return static_cast<const float*>(panels);
+  const std::size_t count = w.d_model * w.kv_width;
+  constexpr std::size_t kChunk = 1 << 16;
+  WithStorageType(w.precision, [&](auto element) {
+    using T = decltype(element);
+    const T* from = static_cast<const T*>(panels);
+    ForEachTask((count + kChunk - 1) / kChunk, 1.0 * count, [&](std::size_t i) {
+      const std::size_t end = std::min(count, (i + 1) * kChunk);
+      for (std::size_t j = i * kChunk; j < end; ++j) {
+        widened[j] = ToFloat(from[j]);
+      }
+    });
+  });
+  return widened;
+}
+
 // Attention arguments that hold only what VisibleEnd reads.
 AttentionArgs ShapeAndMask(const AttentionShape& shape,
                            const AttentionMask& mask) {
@@ -76,11 +99,14 @@ AttentionArgs ShapeAndMask(const AttentionShape& shape,
 // sequence of the call.
 class AbsorbedSequence {
  public:
+  // key_panels: W_k's panels in fp32 (the layer's, or widened).
   AbsorbedSequence(std::size_t target, const MultiHeadAttentionConfig& c,
-                   const PackedProjections& w, const AttentionMask& mask,
-                   std::size_t batch, std::size_t q_len, std::size_t kv_len)
+                   const PackedProjections& w, const float* key_panels,
+                   const AttentionMask& mask, std::size_t batch,
+                   std::size_t q_len, std::size_t kv_len)
       : target_(target),
         w_(w),
+        key_panels_(key_panels),
         d_(c.d_model),
         hd_(HeadDim(c)),
         heads_(c.num_heads),
@@ -126,7 +152,7 @@ class AbsorbedSequence {
     const std::size_t nr = w_.panel_cols;
     const float* k_bias = w_.QkvBias(w_.k_column());
     ForEachTask(heads_, 1.0 * rows_ * d_ * hd_, [&](std::size_t h) {
-      const std::size_t first = w_.k_column() + h / group_ * hd_;
+      const std::size_t first = h / group_ * hd_;  // of W_k's columns
       const float* q_h = q + ElementOffset(q_layout, b, h, 0);
       for (std::size_t p = 0; p < hd_; p += nr) {
         // Panel p of W_k,g is [d_model, nr] row-major: op(B) = its
@@ -134,7 +160,7 @@ class AbsorbedSequence {
         GemmArgs g = Product(q_len_, d_, nr, q_h + p, q_layout.token,
                              absorbed_.get() + h * q_len_ * d_, d_);
         g.alpha = scale_;
-        g.b = static_cast<const float*>(w_.QkvColumns(first + p, nr).data);
+        g.b = key_panels_ + (first + p) * d_;
         g.ldb = nr;
         g.trans_b = true;
         g.beta = p == 0 ? 0.0f : 1.0f;
@@ -216,6 +242,7 @@ class AbsorbedSequence {
 
   const std::size_t target_;
   const PackedProjections& w_;
+  const float* const key_panels_;
   const std::size_t d_, hd_, heads_, group_, q_len_, kv_len_, rows_;
   const float scale_;
   const AttentionArgs args_;        // the shape and mask, for VisibleEnd
@@ -232,7 +259,10 @@ void AttendAbsorbed(std::size_t target, const MultiHeadAttentionConfig& c,
                     const float* value, std::size_t batch, std::size_t q_len,
                     std::size_t kv_len, const AttentionMask& mask,
                     float* weights, float* context) {
-  AbsorbedSequence sequence(target, c, w, mask, batch, q_len, kv_len);
+  const PooledBuffer widened(
+      w.precision == Precision::F32 ? 0 : w.d_model * w.kv_width);
+  AbsorbedSequence sequence(target, c, w, KeyPanelsInFloat(w, widened.get()),
+                            mask, batch, q_len, kv_len);
   const std::size_t rows = c.num_heads * q_len;
   const PooledBuffer own_weights(weights != nullptr ? 0 : rows * kv_len);
   for (std::size_t b = 0; b < batch; ++b) {

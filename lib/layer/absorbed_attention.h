@@ -7,11 +7,11 @@
 // associativity that score is x_j . (W_k,g q_h) + q_h . b_k,g. Likewise
 // sum_j p_j (x_j W_v,g + b_v,g) = (sum_j p_j x_j) W_v,g + b_v,g, the
 // weights p_j summing to 1. The standard order costs 4 kv_len d_model kv_dim
-// multiply-adds per sequence for the K and V projections, the absorbed one
-// 4 q_len num_heads d_model (kv_len + head_dim) in all: at q_len 1, kv_len
-// 2048, d_model 4096, 32 heads (S6 of the benchmarks), 1.1 GFLOP instead of
-// 137. It pays when q_len num_heads is well under kv_dim, which is the
-// cross-attention of a few decoder tokens over an encoder's output.
+// floating-point operations per sequence for the K and V projections, the
+// absorbed one 4 q_len num_heads d_model (kv_len + head_dim) in all: at q_len
+// 1, kv_len 2048, d_model 4096, 32 heads (S6 of the benchmarks), 1.1 GFLOP
+// instead of 137. It pays when q_len num_heads is well under kv_dim, which is
+// the cross-attention of a few decoder tokens over an encoder's output.
 #ifndef MHA_LIB_LAYER_ABSORBED_ATTENTION_H_
 #define MHA_LIB_LAYER_ABSORBED_ATTENTION_H_
 
@@ -27,10 +27,10 @@ namespace mha::detail {
 // in panels of `panel_cols` columns: it needs at most half the
 // multiply-adds of the standard order (the absorbed products are skinny,
 // 1.4-2x slower per multiply-add on Zen 5: 175 and 124 GFLOP/s against
-// 240), fp32 weights (the query absorption reads W_k transposed, in place),
-// heads of whole panels, and no -inf in mask.bias (a key hidden inside the
-// visible range would multiply its x_j by 0, which the contract forbids
-// when x_j holds NaN or Inf).
+// 240), heads of whole panels (the query absorption reads a head's panels
+// of W_k as they are, transposed), and no -inf in mask.bias (a key hidden
+// inside the visible range would multiply its x_j by 0, which the contract
+// forbids when x_j holds NaN or Inf).
 bool PrefersAbsorbedOrder(const MultiHeadAttentionConfig& c,
                           std::size_t panel_cols, std::size_t q_len,
                           std::size_t kv_len, const AttentionMask& mask);
