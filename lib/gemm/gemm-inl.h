@@ -324,14 +324,16 @@ inline bool SweepsPanelPairs(const detail::GemmArgs& g) {
 // slices of k in turn: B pre-packed (the layer's weights), its rows swept by
 // pairs of panels, k deeper than one slice. A task that covers all rows for
 // one slice, as elsewhere, writes a C block of m x nc (2048 x 128 floats,
-// 1 MiB, in S6's K and V projections, 2048 x 4096 x 4096 in 4 slices) that
+// 1 MiB, in the K and V projections of S6's shape, 2048 x 4096 x 4096 in 4
+// slices) that
 // the next slice reads back from DRAM: perf put 6% of the sweep on those
 // loads of C. Here a task's C block (two chunks, 120 x 128 floats on Zen 5)
 // stays in L2 from one slice to the next, its B column block (pre-packed:
 // nothing to pack per task) comes from L3 for the first tile of each pair
 // and from L2 for the rest, and A is read in place (copying all of A for
 // every slice at once, before the tasks, cost what it saved). Zen 5, S6's
-// forward, interleaved medians, against whole-row tasks: 1.04-1.05x on 1
+// forward in the standard order (since computed in the absorbed order,
+// lib/layer/), interleaved medians, against whole-row tasks: 1.04-1.05x on 1
 // thread, 1.11-1.14x on 2; one chunk per task 1.04x / 1.11x, four 1.03x /
 // 1.11x. B packed by the product itself would be packed again by every
 // task: the other products keep whole-row tasks (packing all of B first,

@@ -66,8 +66,9 @@ GemmArgs Product(std::size_t m, std::size_t n, std::size_t k, const float* a,
 // W_k's panels in fp32: the layer's own, or, for weights stored in 16 bits,
 // widened into `widened` (d_model x kv_width floats), in parallel chunks.
 // The query absorption reads W_k as the transposed operand of a GEMM,
-// which reads fp32 only. S6 with BF16 weights: the widening costs about
-// what reading W_k once does.
+// which reads fp32 only. S6 on one Zen 5 core: 35 ms with BF16 weights,
+// 39 with F16, 19 in fp32 (the widening is scalar; the standard order takes
+// about 600).
 const float* KeyPanelsInFloat(const PackedProjections& w, float* widened) {
   const void* panels = w.QkvColumns(w.k_column(), w.kv_width).data;
   if (w.precision == Precision::F32) return static_cast<const float*>(panels);
