@@ -250,6 +250,45 @@ TEST_P(PreciseRulesTest, AbsorbedOrderNeverReadsHiddenInputRows) {
   }
 }
 
+// In the absorbed order a key's logit is x_j . (W_k q): +Inf or -Inf in a
+// key's input row the row sees may come out as a logit of -inf, which must
+// poison the row (NaN outputs, NaN weights where it sees a key, 0 where it
+// does not), not hide the key. The case the fuzzer found.
+TEST_P(PreciseRulesTest, AbsorbedOrderPropagatesInfOfASeenKeyRow) {
+  const std::size_t nr =
+      mha::detail::PanelCols(mha::detail::ChosenTargetIndex());
+  const std::size_t hd = std::max<std::size_t>(2 * nr, 16), d = 4 * hd;
+  const std::size_t q_len = 2, kv_len = 40, heads = 4;
+  mha::MultiHeadAttention layer({d, heads, 0, false});
+  layer.init_random(13);
+  mha::AttentionMask mask;
+  mask.causal = true;  // position 0 sees keys 0-38, position 1 all
+  ASSERT_TRUE(mha::detail::PrefersAbsorbedOrder(layer.config(), nr, q_len,
+                                                kv_len, mask));
+  const std::vector<float> query = RandomVector(q_len * d, 14);
+  for (float inf : {kInf, -kInf}) {
+    for (std::size_t key_row : {std::size_t{5}, kv_len - 1}) {
+      std::vector<float> memory = RandomVector(kv_len * d, 15);
+      memory[key_row * d + 1] = inf;
+      std::vector<float> out(q_len * d), weights(heads * q_len * kv_len, 7.0f);
+      layer.forward(query.data(), memory.data(), memory.data(), 1, q_len,
+                    kv_len, out.data(), mask, weights.data());
+      for (std::size_t i = 0; i < q_len; ++i) {
+        const bool sees = key_row < kv_len - 1 || i == 1;
+        for (std::size_t c = 0; c < d; ++c) {
+          EXPECT_EQ(std::isnan(out[i * d + c]), sees)
+              << "Inf " << inf << " in key " << key_row << ", row " << i;
+        }
+        for (std::size_t h = 0; h < heads; ++h) {
+          const float* row = weights.data() + (h * q_len + i) * kv_len;
+          EXPECT_EQ(std::isnan(row[0]), sees) << "head " << h << " row " << i;
+          if (i == 0) EXPECT_EQ(row[kv_len - 1], 0.0f);  // hidden: exactly 0
+        }
+      }
+    }
+  }
+}
+
 TEST_P(PreciseRulesTest, SoftmaxRowsWithNaNOrInfinityAreNaN) {
   std::vector<float> x = RandomVector(3 * 20, 7);
   x[5] = kNaN;        // row 0

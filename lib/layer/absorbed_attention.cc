@@ -17,7 +17,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <limits>
 
 #include "lib/attention/attention_args.h"
@@ -55,6 +54,8 @@ bool PrefersAbsorbedOrder(const MultiHeadAttentionConfig& c,
 }
 
 namespace {
+
+constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // The GEMM C[m, n] = A[m, k] B, alpha 1, beta 0; the caller names B.
 GemmArgs Product(std::size_t m, std::size_t n, std::size_t k, const float* a,
@@ -181,7 +182,9 @@ class AbsorbedSequence {
 
   // 3: the weights of row (h, i), at probabilities[(h q_len + i) kv_len]:
   // S's column plus the bias logits over the visible keys, softmax, zeros
-  // past them.
+  // past them. A visible logit that is not finite (NaN or Inf in the query,
+  // a key's input row or the weights; -inf too, which softmax would take
+  // for a hidden key) makes the row's weights NaN, as in mha::attention.
   void Normalize(std::size_t b, float* probabilities) const {
     const float* bias = args_.mask.bias;
     const float* scores = scores_.get();
@@ -189,10 +192,13 @@ class AbsorbedSequence {
     for (std::size_t r = 0; r < rows_; ++r) {
       const std::size_t i = r % q_len_, end = End(b, i);
       float* row = probabilities + r * kv_len_;
+      bool finite = true;
       for (std::size_t j = 0; j < end; ++j) {
         row[j] = scores[j * rows_ + r] + bias_logits[r] +
                  (bias != nullptr ? bias[i * kv_len_ + j] : 0.0f);
+        finite &= std::isfinite(row[j]);
       }
+      if (!finite) std::fill(row, row + end, kNaN);
       std::fill(row + end, row + kv_len_, 0.0f);
     }
     for (std::size_t i = 0; i < q_len_; ++i) {
