@@ -172,7 +172,7 @@ class AbsorbedSequence {
         float logit = 0.0f;
         if (k_bias != nullptr) {
           const float* q_row = q_h + i * q_layout.token;
-          const float* bias = k_bias + h / group_ * hd_;
+          const float* bias = k_bias + first;
           for (std::size_t c = 0; c < hd_; ++c) logit += q_row[c] * bias[c];
         }
         bias_logits_.get()[h * q_len_ + i] = scale_ * logit;
