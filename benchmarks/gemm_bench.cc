@@ -21,6 +21,7 @@ void GemmShapes(benchmark::internal::Benchmark* b) {
       {128, 512, 512, 0},  // a short prompt's projection
       {1024, 768, 768, 0}, {2048, 1024, 1024, 0}, {4096, 512, 512, 0},
       {1, 4096, 4096, 0},   // the decode projection (GEMV), from DRAM
+      {1, 4096, 4096, 1},   // the same, weights stored [out, in] (nn.Linear)
       {1, 4096, 1024, 0},   // a decode projection from L3
       {2048, 2048, 64, 1},  // Q K^T of one head (K stored [kv, head_dim])
       {2048, 64, 2048, 0},  // P V of one head

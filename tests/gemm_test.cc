@@ -167,6 +167,23 @@ TEST_P(GemmTest, MatrixVectorShapes) {  // few rows: B streamed by column chunks
   }
 }
 
+// At most four rows with B transposed: dot products of A's rows with B's
+// (lib/common/dot_rows-inl.h). Depths below, at and past a vector, with a
+// ragged tail, and deep; rows of B in groups of four or two with a tail of
+// one, across stores of 64 rows and tasks; A transposed too (copied into
+// rows first).
+TEST_P(GemmTest, FewRowsTimesBTransposed) {
+  for (std::size_t m : {1, 2, 3, 4}) {
+    for (std::size_t k : {1, 5, 16, 33, 64}) {
+      for (std::size_t n : {1, 3, 67, 4101}) {
+        Check(m, n, k, (m + n + k) % 2 == 1, true, 0.75f, 0.5f);
+      }
+    }
+    Check(m, 67, 1000, false, true, 1.0f, 0.0f);
+    Check(m, 131, 1000, true, true, -1.5f, 1.0f);
+  }
+}
+
 // Sizes on both sides of every blocking boundary of the target in force:
 // the register tile's rows (with the 8/4/2/1-row tiles of ragged panels)
 // and columns, the depth of a slice kc and the task width nc; each product

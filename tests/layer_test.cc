@@ -342,12 +342,23 @@ TEST_P(LayerTest, FewQueriesOverManyKeysInTheAbsorbedOrder) {
       }
     }
   }
-  // Weights stored in 16 bits: W_k widened for the query absorption, W_v
-  // read as stored.
+  // Weights stored in 16 bits, W_k and W_v read as stored.
   for (mha::Precision p : {mha::Precision::BF16, mha::Precision::F16}) {
     const mha::MultiHeadAttentionConfig c{d, 4, 2, true, p};
     ASSERT_TRUE(mha::detail::PrefersAbsorbedOrder(c, nr, q_len, 61, {}));
     Check(c, mha::WeightLayout::OutIn, 2, q_len, 61, false, false, 7, true);
+  }
+  // The query absorption's blocking (absorb_queries.cc): heads of three and
+  // four panels (a pass over a pair of panels, then a lone one or a second
+  // pair), six query positions (groups of four and two), and d_model past
+  // the 512 rows of a block and the 1024 of a task. Panels of 8 columns at
+  // least: narrower heads would not take the absorbed order.
+  for (std::size_t panels : {3, 4}) {
+    const std::size_t head_dim = panels * std::max<std::size_t>(nr, 8);
+    const std::size_t heads = 1040 / head_dim + 1;
+    const mha::MultiHeadAttentionConfig c{heads * head_dim, heads, heads, true};
+    ASSERT_TRUE(mha::detail::PrefersAbsorbedOrder(c, nr, 6, 61, {}));
+    Check(c, mha::WeightLayout::InOut, 1, 6, 61, false, false, 1, false);
   }
 }
 

@@ -25,6 +25,7 @@
 #include "lib/attention/attention_args.h"
 #include "lib/attention/task.h"
 #include "lib/common/cache_sizes.h"
+#include "lib/common/dot_rows-inl.h"
 #include "lib/common/prefetch.h"
 #include "lib/common/scratch.h"
 #include "lib/common/wide_load-inl.h"
@@ -194,8 +195,9 @@ class DecodeRange {
         }
         ForRowChunks(heads.rows_each, [&](auto rows, std::size_t first) {
           const std::size_t r = kv_head * heads.rows_each + first;
-          DotRows<decltype(rows)::value>(queries_ + r * dim_, key,
-                                         scores_ + r * kBlock + j);
+          DotRows<decltype(rows)::value, 1>(
+              queries_ + r * dim_, dim_, key, 0, dim_, RowSegments{dim_, 0},
+              scores_ + r * kBlock + j, kBlock, 0);
         });
       }
     }
@@ -218,33 +220,6 @@ class DecodeRange {
     chunks_of(std::integral_constant<std::size_t, 4>());
     chunks_of(std::integral_constant<std::size_t, 2>());
     chunks_of(std::integral_constant<std::size_t, 1>());
-  }
-
-  // out[r * kBlock] = q_r . key for r < kRows (rows dim_ apart from q).
-  template <std::size_t kRows>
-  HWY_INLINE void DotRows(const float* HWY_RESTRICT q,
-                          const KV* HWY_RESTRICT key, float* out) const {
-    const FloatTag d;
-    const std::size_t lanes = hn::Lanes(d);
-    FloatVec dot0 = hn::Zero(d), dot1 = hn::Zero(d), dot2 = hn::Zero(d),
-             dot3 = hn::Zero(d);
-    for (std::size_t c = 0; c < dim_; c += lanes) {
-      const FloatVec k = LoadWide(d, key + c);
-      dot0 = hn::MulAdd(hn::LoadU(d, q + c), k, dot0);
-      if constexpr (kRows > 1) {
-        dot1 = hn::MulAdd(hn::LoadU(d, q + dim_ + c), k, dot1);
-      }
-      if constexpr (kRows > 2) {
-        dot2 = hn::MulAdd(hn::LoadU(d, q + 2 * dim_ + c), k, dot2);
-        dot3 = hn::MulAdd(hn::LoadU(d, q + 3 * dim_ + c), k, dot3);
-      }
-    }
-    out[0] = hn::GetLane(hn::SumOfLanes(d, dot0));
-    if constexpr (kRows > 1) out[kBlock] = hn::GetLane(hn::SumOfLanes(d, dot1));
-    if constexpr (kRows > 2) {
-      out[2 * kBlock] = hn::GetLane(hn::SumOfLanes(d, dot2));
-      out[3 * kBlock] = hn::GetLane(hn::SumOfLanes(d, dot3));
-    }
   }
 
   // The visible logits of row r: a -inf bias hides the key whatever its

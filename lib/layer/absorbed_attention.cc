@@ -1,7 +1,8 @@
 // The absorbed order of attention (absorbed_attention.h), one sequence at a
-// time, in five products on the library's GEMM:
+// time, in five products, the last four on the library's GEMM:
 //   1. queries absorbed into the key weights, Q'[(h, i), :] = scale q_{i,h}
-//      W_k,g^T, one product per panel of W_k,g (read in place, transposed);
+//      W_k,g^T, dot products over W_k,g's packed panels as stored
+//      (absorb_queries.h);
 //   2. logits S = X_k Q'^T over the keys some row sees, keys as rows (the
 //      skinny product the GEMM runs fastest: 175 GFLOP/s at 2048 x 32 x
 //      4096 against 66 for Q' X_k^T, Zen 5, 1 thread);
@@ -23,8 +24,8 @@
 #include "lib/attention/task.h"
 #include "lib/common/buffer_pool.h"
 #include "lib/common/parallel.h"
-#include "lib/common/storage.h"
 #include "lib/gemm/gemm_args.h"
+#include "lib/layer/absorb_queries.h"
 #include "lib/layer/config.h"
 #include "lib/softmax/softmax_rows.h"
 
@@ -64,30 +65,6 @@ GemmArgs Product(std::size_t m, std::size_t n, std::size_t k, const float* a,
   return g;
 }
 
-// W_k's panels in fp32: the layer's own, or, for weights stored in 16 bits,
-// widened into `widened` (d_model x kv_width floats), in parallel chunks.
-// The query absorption reads W_k as the transposed operand of a GEMM,
-// which reads fp32 only. S6 on one Zen 5 core: 35 ms with BF16 weights,
-// 39 with F16, 19 in fp32 (the widening is scalar; the standard order takes
-// about 600).
-const float* KeyPanelsInFloat(const PackedProjections& w, float* widened) {
-  const void* panels = w.QkvColumns(w.k_column(), w.kv_width).data;
-  if (w.precision == Precision::F32) return static_cast<const float*>(panels);
-  const std::size_t count = w.d_model * w.kv_width;
-  constexpr std::size_t kChunk = 1 << 16;
-  WithStorageType(w.precision, [&](auto element) {
-    using T = decltype(element);
-    const T* from = static_cast<const T*>(panels);
-    ForEachTask((count + kChunk - 1) / kChunk, 1.0 * count, [&](std::size_t i) {
-      const std::size_t end = std::min(count, (i + 1) * kChunk);
-      for (std::size_t j = i * kChunk; j < end; ++j) {
-        widened[j] = ToFloat(from[j]);
-      }
-    });
-  });
-  return widened;
-}
-
 // Attention arguments that hold only what VisibleEnd reads.
 AttentionArgs ShapeAndMask(const AttentionShape& shape,
                            const AttentionMask& mask) {
@@ -101,14 +78,11 @@ AttentionArgs ShapeAndMask(const AttentionShape& shape,
 // sequence of the call.
 class AbsorbedSequence {
  public:
-  // key_panels: W_k's panels in fp32 (the layer's, or widened).
   AbsorbedSequence(std::size_t target, const MultiHeadAttentionConfig& c,
-                   const PackedProjections& w, const float* key_panels,
-                   const AttentionMask& mask, std::size_t batch,
-                   std::size_t q_len, std::size_t kv_len)
+                   const PackedProjections& w, const AttentionMask& mask,
+                   std::size_t batch, std::size_t q_len, std::size_t kv_len)
       : target_(target),
         w_(w),
-        key_panels_(key_panels),
         d_(c.d_model),
         hd_(HeadDim(c)),
         heads_(c.num_heads),
@@ -149,35 +123,27 @@ class AbsorbedSequence {
     return VisibleEnd(args_, b, i);
   }
 
-  // 1: Q' = scale q W_k^T, and the bias logits scale q . b_k.
+  // 1: Q' = scale q W_k^T (absorb_queries.h), and the bias logits
+  // scale q . b_k.
   void AbsorbQueries(const float* q, const Layout& q_layout, std::size_t b) {
-    const std::size_t nr = w_.panel_cols;
+    const float* q_b = q + ElementOffset(q_layout, b, 0, 0);
+    detail::AbsorbQueries(
+        target_, {w_.QkvColumns(w_.k_column(), w_.kv_width).data, w_.precision,
+                  d_, w_.panel_cols, hd_, heads_, group_, q_len_, q_b,
+                  q_layout.head, q_layout.token, scale_, absorbed_.get()});
     const float* k_bias = w_.QkvBias(w_.k_column());
-    ForEachTask(heads_, 1.0 * rows_ * d_ * hd_, [&](std::size_t h) {
-      const std::size_t first = h / group_ * hd_;  // of W_k's columns
-      const float* q_h = q + ElementOffset(q_layout, b, h, 0);
-      for (std::size_t p = 0; p < hd_; p += nr) {
-        // Panel p of W_k,g is [d_model, nr] row-major: op(B) = its
-        // transpose, nr deep.
-        GemmArgs g = Product(q_len_, d_, nr, q_h + p, q_layout.token,
-                             absorbed_.get() + h * q_len_ * d_, d_);
-        g.alpha = scale_;
-        g.b = key_panels_ + (first + p) * d_;
-        g.ldb = nr;
-        g.trans_b = true;
-        g.beta = p == 0 ? 0.0f : 1.0f;
-        RunGemm(target_, g);
-      }
+    for (std::size_t h = 0; h < heads_; ++h) {
+      const float* bias =
+          k_bias != nullptr ? k_bias + h / group_ * hd_ : nullptr;
       for (std::size_t i = 0; i < q_len_; ++i) {
         float logit = 0.0f;
-        if (k_bias != nullptr) {
-          const float* q_row = q_h + i * q_layout.token;
-          const float* bias = k_bias + first;
+        if (bias != nullptr) {
+          const float* q_row = q_b + h * q_layout.head + i * q_layout.token;
           for (std::size_t c = 0; c < hd_; ++c) logit += q_row[c] * bias[c];
         }
         bias_logits_.get()[h * q_len_ + i] = scale_ * logit;
       }
-    });
+    }
   }
 
   // 3: the weights of row (h, i), at probabilities[(h q_len + i) kv_len]:
@@ -249,7 +215,6 @@ class AbsorbedSequence {
 
   const std::size_t target_;
   const PackedProjections& w_;
-  const float* const key_panels_;
   const std::size_t d_, hd_, heads_, group_, q_len_, kv_len_, rows_;
   const float scale_;
   const AttentionArgs args_;        // the shape and mask, for VisibleEnd
@@ -266,10 +231,7 @@ void AttendAbsorbed(std::size_t target, const MultiHeadAttentionConfig& c,
                     const float* value, std::size_t batch, std::size_t q_len,
                     std::size_t kv_len, const AttentionMask& mask,
                     float* weights, float* context) {
-  const PooledBuffer widened(
-      w.precision == Precision::F32 ? 0 : w.d_model * w.kv_width);
-  AbsorbedSequence sequence(target, c, w, KeyPanelsInFloat(w, widened.get()),
-                            mask, batch, q_len, kv_len);
+  AbsorbedSequence sequence(target, c, w, mask, batch, q_len, kv_len);
   const std::size_t rows = c.num_heads * q_len;
   const PooledBuffer own_weights(weights != nullptr ? 0 : rows * kv_len);
   for (std::size_t b = 0; b < batch; ++b) {

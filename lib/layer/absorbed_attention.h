@@ -28,7 +28,7 @@ namespace mha::detail {
 // multiply-adds of the standard order (the absorbed products are skinny,
 // 1.4-2x slower per multiply-add on Zen 5: 175 and 124 GFLOP/s against
 // 240), heads of whole panels (the query absorption reads a head's panels
-// of W_k as they are, transposed), and no -inf in mask.bias (a key hidden
+// of W_k as they are stored), and no -inf in mask.bias (a key hidden
 // inside the visible range would multiply its x_j by 0, which the contract
 // forbids when x_j holds NaN or Inf).
 bool PrefersAbsorbedOrder(const MultiHeadAttentionConfig& c,
