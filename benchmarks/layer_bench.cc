@@ -29,11 +29,13 @@
 namespace mha_bench {
 namespace {
 
-// S4 as self-attention, for the weights stored in 16 bits.
+// S4 as self-attention, and S6 (the absorbed order, which reads W_k and
+// W_v as stored), for the weights stored in 16 bits.
 void SixteenBitForwardShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"b", "q", "kv", "d", "h", "kvh", "self", "t"});
   for (int threads : ThreadCounts()) {
     b->Args({1, 2048, 2048, 1024, 16, 16, 1, threads});
+    b->Args({1, 1, 2048, 4096, 32, 32, 0, threads});
   }
 }
 

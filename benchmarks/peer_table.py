@@ -60,6 +60,9 @@ def parse_args():
     p.add_argument("--json", help="also keep Google Benchmark's JSON here")
     p.add_argument("--from-json", help="print the tables of a JSON kept by --json, "
                                        "without measuring")
+    p.add_argument("--only", help="measure only the benchmarks this regex matches (and "
+                                  "the peaks): rerun a few cells, interleaved, e.g. "
+                                  "'BM_Sgemm(OpenBLAS|OneDNN)?/m:4096/'")
     return p.parse_args()
 
 
@@ -68,7 +71,8 @@ def measure(args):
     env = dict(os.environ)
     for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MHA_TARGET"):
         env.pop(name, None)
-    command = [args.binary, f"--benchmark_filter={'|'.join((GEMM, LAYER, CORE, PEAKS))}",
+    measured = (args.only,) if args.only else (GEMM, LAYER, CORE)
+    command = [args.binary, f"--benchmark_filter={'|'.join(measured + (PEAKS,))}",
                "--benchmark_format=json", f"--benchmark_repetitions={args.reps}",
                "--benchmark_report_aggregates_only=true",
                f"--benchmark_min_time={args.min_time}",
@@ -126,6 +130,9 @@ def rows_of(medians, bases):
 
 
 def table(title, header, lines, note=None):
+    """Prints a markdown table; nothing when it has no lines (--only)."""
+    if not lines:
+        return
     print(f"\n{title}\n")
     print("| " + " | ".join(header) + " |")
     print("|" + "---|" * len(header))

@@ -3,10 +3,13 @@
 // head_dim / panel_cols packed panels (DotRows over row segments), read as
 // stored and widened in registers.
 //
-// As a GEMM, q W_k^T with W_k's panels as the transposed operand, the step
-// took 6.7 ms of S6's 19 on one Zen 5 core (m = 1 products that packed B),
-// with fp32 copies of 16-bit weights made first (BF16 S6 35 ms); W_k read
-// once at the DRAM's rate is 64 MiB / 41 GB/s, 1.6 ms.
+// S6 (one query, d_model 4096, 32 heads) on one Zen 5 core: 2.7 ms in fp32,
+// 1.35 with BF16 or F16 weights; W_k read once at the DRAM's rate is 64 MiB
+// / 41 GB/s, 1.6 ms, and what is left is mostly the one reduction per row
+// and pass (one pass per panel took 3.4 ms). As a GEMM, q W_k^T with W_k's
+// panels as the transposed operand, the step took 6.7 ms (m = 1 products
+// that packed B), after fp32 copies of 16-bit weights (BF16 S6 35 ms in
+// all, against 12.5 now).
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "lib/layer/absorb_queries.cc"
@@ -28,7 +31,8 @@ namespace HWY_NAMESPACE {
 
 // Rows of W_k per task, and per pass of the queries: a block of kBlockRows
 // rows of a head, 64 KiB of each of its panels in fp32 (hd 128: 256 KiB in
-// all, in L2 while every group of up to four queries passes it).
+// all, in L2 while every group of up to four queries passes it). Tasks and
+// blocks of 4096 and 512, 1024 and 256, 2048 and 1024 rows ran within 10%.
 constexpr std::size_t kTaskRows = 1024, kBlockRows = 512;
 
 // Panels read side by side: the head's panels are d_model rows apart (512
