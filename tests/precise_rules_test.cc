@@ -27,7 +27,7 @@ enum class Poison {
   kLastKeyValue,   // V NaN in the last key: causal rows before it never see it
   kQueryNaN,       // NaN in one query row
   kQueryInf,       // +Inf in one query row
-  kVisibleKeyInf,  // -Inf in the K of a key every row sees
+  kVisibleKeyInf,  // -Inf mid-row in the K of a key every row sees
 };
 
 // The bound on attention's normwise error against the double reference.
@@ -37,11 +37,13 @@ double AttentionTolerance(std::size_t head_dim) {
 
 class PreciseRulesTest : public PerTarget {
  protected:
-  // Dense [batch, heads, tokens, head_dim] tensors, the mask of all kinds,
-  // one poison; output and weights compared with the double reference,
-  // which follows the rules: NaN exactly where it says, close elsewhere.
+  // Dense [batch, heads, tokens, head_dim] tensors, the mask of all kinds
+  // (the bias only if with_bias: it checks the logits it adds to, and would
+  // hide a finiteness check of K that missed), one poison; output and
+  // weights compared with the double reference, which follows the rules:
+  // NaN exactly where it says, close elsewhere.
   void CheckPoison(const mha::AttentionShape& s, Poison poison,
-                   bool with_weights) {
+                   bool with_weights, bool with_bias = true) {
     const std::size_t d = s.head_dim;
     std::vector<float> q = RandomVector(s.batch * s.num_heads * s.q_len * d, 1);
     std::vector<float> k =
@@ -58,7 +60,7 @@ class PreciseRulesTest : public PerTarget {
     mha::AttentionMask mask;
     mask.causal = true;
     mask.kv_lengths = lengths.data();
-    mask.bias = bias.data();
+    mask.bias = with_bias ? bias.data() : nullptr;
     auto key_at = [&](std::vector<float>& t, std::size_t b, std::size_t h,
                       std::size_t j) {
       return &t[b * kl.batch + h * kl.head + j * kl.token];
@@ -85,7 +87,7 @@ class PreciseRulesTest : public PerTarget {
         q[ql.head * (s.num_heads - 1)] = kInf;
         break;
       case Poison::kVisibleKeyInf:
-        key_at(k, 0, 0, 0)[0] = -kInf;
+        key_at(k, 0, 0, 0)[d / 2] = -kInf;
         break;
     }
     std::vector<float> out(q.size(), 7.0f);
@@ -101,7 +103,8 @@ class PreciseRulesTest : public PerTarget {
     SCOPED_TRACE("poison " + std::to_string(int(poison)) + " q_len " +
                  std::to_string(s.q_len) + " kv_len " +
                  std::to_string(s.kv_len) +
-                 (with_weights ? " with weights" : " fused"));
+                 (with_weights ? " with weights" : " fused") +
+                 (with_bias ? "" : " without bias"));
     EXPECT_LE(RelativeErrorWithNaNs("attention", out.data(), want.out.data(),
                                     out.size()),
               tolerance);
@@ -119,6 +122,10 @@ TEST_P(PreciseRulesTest, HiddenKeysNeverCountAndNaNPropagates) {
       {1, 4, 4, 1, 40, 64},    // decode rows, head_dim along the lanes
       {1, 2, 1, 1, 1500, 32},  // one task: keys split into merged ranges
       {1, 3, 3, 2, 300, 5},    // ragged head_dim, two key blocks
+      // Rows of 3 AVX-512 vectors, which the finiteness checks take two at
+      // a time, then one: the poisons at d / 2 and d - 1 fall into each
+      // kind on AVX-512, AVX2 and SSE4.
+      {1, 2, 2, 20, 30, 48},
   };
   for (const mha::AttentionShape& s : shapes) {
     for (Poison poison :
@@ -126,6 +133,8 @@ TEST_P(PreciseRulesTest, HiddenKeysNeverCountAndNaNPropagates) {
           Poison::kQueryNaN, Poison::kQueryInf, Poison::kVisibleKeyInf}) {
       CheckPoison(s, poison, false);
       CheckPoison(s, poison, true);
+      if (poison != Poison::kBiasHiddenKey)
+        CheckPoison(s, poison, false, false);
     }
   }
 }

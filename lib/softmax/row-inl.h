@@ -13,6 +13,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 #include <limits>
 
@@ -95,23 +96,50 @@ inline float RowExtreme(const float* HWY_RESTRICT x, std::size_t n,
 // is NaN, as IEEE arithmetic would make it (exp(inf - inf) is NaN).
 inline bool PoisonedMax(float max) { return !(max < kPosInf); }
 
+// A float's exponent field: all ones in NaN and infinities only.
+constexpr std::uint32_t kExponentBits = 0x7f800000u;
+
+// The exponent fields of the floats at `from`, as unsigned integers.
+template <class D>
+HWY_INLINE hn::Vec<hn::RebindToUnsigned<D>> ExponentBits(D d,
+                                                         const float* from) {
+  const hn::RebindToUnsigned<D> du;
+  return hn::And(hn::BitCast(du, hn::LoadU(d, from)),
+                 hn::Set(du, kExponentBits));
+}
+
 // Whether `rows` rows of `width` floats, `stride` apart, are all finite.
+//
+// A float is NaN or infinite exactly when its exponent bits are all ones,
+// the largest value they can take: the exponent fields are combined by an
+// unsigned max, two vectors a step, with no mask operation in the loop. The
+// same loop over IsFinite masks (vfpclassps, then knot and kand chained
+// through one mask register on AVX-512) made the prefill tile's checks of
+// Q, K and V cost 2.5-5% more of S3's attention core (b8 h12 L128 d64,
+// token-major as the layer stores Q, K and V; Zen 5, 1 thread,
+// interleaved), where skipping the checks altogether gained 5-6%.
 inline bool RowsAreFinite(const float* HWY_RESTRICT x, std::size_t rows,
                           std::size_t stride, std::size_t width) {
   const RowTag d;
+  const hn::RebindToUnsigned<RowTag> du;
   const std::size_t lanes = hn::Lanes(d);
-  auto finite = hn::FirstN(d, lanes);
+  auto max0 = hn::Zero(du), max1 = hn::Zero(du);
   for (std::size_t r = 0; r < rows; ++r) {
     const float* row = x + r * stride;
     std::size_t c = 0;
+    for (; c + 2 * lanes <= width; c += 2 * lanes) {
+      max0 = hn::Max(max0, ExponentBits(d, row + c));
+      max1 = hn::Max(max1, ExponentBits(d, row + c + lanes));
+    }
     for (; c + lanes <= width; c += lanes) {
-      finite = hn::And(finite, hn::IsFinite(hn::LoadU(d, row + c)));
+      max0 = hn::Max(max0, ExponentBits(d, row + c));
     }
     for (; c < width; ++c) {
       if (!std::isfinite(row[c])) return false;
     }
   }
-  return hn::AllTrue(d, finite);
+  return hn::AllFalse(du,
+                      hn::Eq(hn::Max(max0, max1), hn::Set(du, kExponentBits)));
 }
 
 // y[c] = 2^(scale * x[c] - max) for c < n, max being scale * x_max rounded
