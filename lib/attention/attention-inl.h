@@ -104,9 +104,10 @@ void RunPrefill(const detail::AttentionArgs& a) {
       a, tiles, ranges, group * q_tile,
       [&](std::size_t tile, std::size_t range, float* states) {
         PrefillTile<Mode, KV> work(a, rows_of(tile, range));
-        work.Run();
-        if (states == nullptr) return work.WriteOutputs();
-        work.ExportStates(states, detail::RowState::Stride(s.head_dim));
+        work.Run(/*write_outputs=*/states == nullptr);
+        if (states != nullptr) {
+          work.ExportStates(states, detail::RowState::Stride(s.head_dim));
+        }
       },
       [&](std::size_t tile, std::size_t r) -> float* {
         const detail::TaskRows rows = rows_of(tile, 0);

@@ -105,42 +105,50 @@ class PrefillTile {
     min_end_ = *std::min_element(end_, end_ + rows_);
     std::fill(max_, max_ + ld_, kNegInf);
     std::fill(sum_, sum_ + ld_, 0.0f);
-    // Only the task's rows of O are ever read (tiles cover rows [0, rows_)).
-    std::memset(outputs_, 0, rows_ * ldo_ * sizeof(float));
     PackQueries();
   }
 
-  void Run() {
+  // All key blocks, then the outputs if `write_outputs` (else the row
+  // states stay for ExportStates). The first block's P V is O (no O to
+  // zero and read back), and the last one's, normalized, is the output
+  // row where it can be (OutputsFromLastBlock): each row of O is then
+  // stored and read once less, and the stores of the output, which miss
+  // the caches (rows head_dim floats long, d_model apart in the layer's
+  // token-major Q), are spread over the last block's multiply-adds rather
+  // than stalled on in one pass. S3's attention core (b8 h12 L128 d64,
+  // token-major), Zen 5, in-process interleaved: 1.04-1.06x on 1 thread,
+  // 1.03x on 2; S2's (b1 h8 L128) 1.01-1.02x; b1 h8 L1024, where only the
+  // last of 4 blocks writes the outputs, 1.01x.
+  void Run(bool write_outputs) {
+    bool outputs_written = false;
+    if (keys_end_ <= task_.key_begin) {  // no row sees a key: O stays 0
+      std::memset(outputs_, 0, rows_ * ldo_ * sizeof(float));
+    }
     for (std::size_t j0 = task_.key_begin; j0 < keys_end_; j0 += kKeyBlock) {
       const std::size_t n = std::min(kKeyBlock, keys_end_ - j0);
+      const bool first = j0 == task_.key_begin, last = j0 + n == keys_end_;
       ComputeLogits(j0, n);
       if constexpr (kWithWeights) StoreLogits(j0, n);
       const bool rescale = SoftmaxStep(n);
-      AccumulateValues(j0, n, rescale);
-    }
-    for (std::size_t r = 0; r < rows_; ++r) {
-      if (poisoned_[r] && SeesSomeKey(r)) sum_[r] = kNaN;
+      if (last) PoisonSums();
+      const bool to_outputs = last && write_outputs && OutputsFromLastBlock();
+      const auto accumulate = [&](auto is_first, auto is_to_outputs) {
+        outputs_written =
+            AccumulateValues<decltype(is_first)::value,
+                             decltype(is_to_outputs)::value>(j0, n, rescale);
+      };
+      if (first && to_outputs) {
+        accumulate(std::true_type(), std::true_type());
+      } else if (first) {
+        accumulate(std::true_type(), std::false_type());
+      } else if (to_outputs) {
+        accumulate(std::false_type(), std::true_type());
+      } else {
+        accumulate(std::false_type(), std::false_type());
+      }
     }
     if constexpr (kWithWeights) NormalizeWeights();
-  }
-
-  // out row = O row / sum: zeros for a row that saw no key, NaN for one
-  // poisoned by NaN or Inf.
-  void WriteOutputs() const {
-    const FloatTag d;
-    const std::size_t lanes = hn::Lanes(d);
-    for (std::size_t r = 0; r < rows_; ++r) {
-      float* out =
-          detail::OutputRow(a_, task_.b, task_.head(r), task_.query(r));
-      const float* o = outputs_ + r * ldo_;
-      const float inverse = sum_[r] == 0.0f ? 0.0f : 1.0f / sum_[r];
-      std::size_t c = 0;
-      for (; c + lanes <= dim_; c += lanes) {
-        hn::StoreU(hn::Mul(hn::LoadU(d, o + c), hn::Set(d, inverse)), d,
-                   out + c);
-      }
-      for (; c < dim_; ++c) out[c] = o[c] * inverse;
-    }
+    if (write_outputs && !outputs_written) WriteOutputs();
   }
 
   // Each row's state, `stride` floats apart, for merging key ranges.
@@ -152,6 +160,46 @@ class PrefillTile {
   }
 
  private:
+  // A row poisoned by NaN or Inf that sees some key sums to NaN: its output
+  // is NaN (and its weights where it sees a key). Rows that see no key are
+  // never poisoned.
+  void PoisonSums() {
+    for (std::size_t r = 0; r < rows_; ++r) {
+      if (poisoned_[r] && SeesSomeKey(r)) sum_[r] = kNaN;
+    }
+  }
+
+  // 1 / row r's sum, once final: 0 for a row that saw no key (its O is 0),
+  // NaN for a poisoned one.
+  float InverseSum(std::size_t r) const {
+    return sum_[r] == 0.0f ? 0.0f : 1.0f / sum_[r];
+  }
+
+  // Whether the last key block's P V may be stored as the output rows:
+  // whole panels (a ragged last panel would store past a row's end).
+  bool OutputsFromLastBlock() const { return dim_ % nr_ == 0; }
+
+  // out row = O row / sum.
+  void WriteOutputs() const {
+    const FloatTag d;
+    const std::size_t lanes = hn::Lanes(d);
+    for (std::size_t r = 0; r < rows_; ++r) {
+      float* out = OutputRow(r);
+      const float* o = outputs_ + r * ldo_;
+      const float inverse = InverseSum(r);
+      std::size_t c = 0;
+      for (; c + lanes <= dim_; c += lanes) {
+        hn::StoreU(hn::Mul(hn::LoadU(d, o + c), hn::Set(d, inverse)), d,
+                   out + c);
+      }
+      for (; c < dim_; ++c) out[c] = o[c] * inverse;
+    }
+  }
+
+  float* OutputRow(std::size_t r) const {
+    return detail::OutputRow(a_, task_.b, task_.head(r), task_.query(r));
+  }
+
   // Q^T in panels of q_cols_ rows, scaled by scale * log2(e), four rows at a
   // time where panels hold a multiple of 4 (every target with vectors), so
   // that the four share a panel; rows holding NaN or Inf are poisoned now
@@ -396,17 +444,24 @@ class PrefillTile {
     return !hn::AllFalse(d, rescale);
   }
 
-  // O = correction * O + P V for keys [j0, j0 + n), each sliver of rows
-  // summing only the keys one of its rows sees (fewer on a causal diagonal).
-  // With ComputeLogits' skipped tiles, causal attention on one Zen 5 core,
-  // head_dim 64: b4 h16 L512 +11%, b1 h25 L1024 +7%, b1 h8 L4096
-  // +2%; non-causal unchanged.
-  void AccumulateValues(std::size_t j0, std::size_t n, bool rescale) {
+  // O = correction * O + P V for keys [j0, j0 + n) (O = P V for the first
+  // block, kFirst), each sliver of rows summing only the keys one of its
+  // rows sees (fewer on a causal diagonal); with kToOutputs (the last
+  // block, sums final), output row = that / sum, O left as it was. Returns
+  // whether the output rows were written. With ComputeLogits' skipped
+  // tiles, causal attention on one Zen 5 core, head_dim 64: b4 h16 L512
+  // +11%, b1 h25 L1024 +7%, b1 h8 L4096 +2%; non-causal unchanged.
+  template <bool kFirst, bool kToOutputs>
+  bool AccumulateValues(std::size_t j0, std::size_t n, bool rescale) {
     const BlockRows values =
         Widened(detail::ValueRow<KV>(a_, task_.b, task_.kv_head, j0),
                 a_.v_layout.token, n, value_block_);
     if (!RowsAreFinite(values.first, n, values.token, dim_)) {
-      return AccumulateVisibleValues(values, j0, n, rescale);
+      if constexpr (kFirst) {
+        std::memset(outputs_, 0, rows_ * ldo_ * sizeof(float));
+      }
+      AccumulateVisibleValues(values, j0, n, rescale);
+      return false;
     }
     const float* panels = values.first;
     std::size_t panel_stride = nr_, step_stride = values.token;
@@ -434,19 +489,32 @@ class PrefillTile {
               MultiplyTile<decltype(height)::value>(
                   depth, StepsA{scores_ + row0, ld_}, panels + p * panel_stride,
                   step_stride, [&](std::size_t r, FloatVec v0, FloatVec v1) {
-                    float* o = outputs_ + (row0 + r) * ldo_ + p * nr_;
-                    const float c = correction_[row0 + r];
-                    FloatVec o0 = hn::LoadU(d, o), o1 = hn::LoadU(d, o + lanes);
-                    if (rescale && c != 1.0f) {
-                      o0 = hn::Mul(o0, hn::Set(d, c));
-                      o1 = hn::Mul(o1, hn::Set(d, c));
+                    const std::size_t row = row0 + r;
+                    float* o = outputs_ + row * ldo_ + p * nr_;
+                    if constexpr (!kFirst) {
+                      FloatVec o0 = hn::LoadU(d, o);
+                      FloatVec o1 = hn::LoadU(d, o + lanes);
+                      const float c = correction_[row];
+                      if (rescale && c != 1.0f) {
+                        o0 = hn::Mul(o0, hn::Set(d, c));
+                        o1 = hn::Mul(o1, hn::Set(d, c));
+                      }
+                      v0 = hn::Add(o0, v0);
+                      v1 = hn::Add(o1, v1);
                     }
-                    hn::StoreU(hn::Add(o0, v0), d, o);
-                    hn::StoreU(hn::Add(o1, v1), d, o + lanes);
+                    if constexpr (kToOutputs) {
+                      const FloatVec inverse = hn::Set(d, InverseSum(row));
+                      o = OutputRow(row) + p * nr_;
+                      v0 = hn::Mul(v0, inverse);
+                      v1 = hn::Mul(v1, inverse);
+                    }
+                    hn::StoreU(v0, d, o);
+                    hn::StoreU(v1, d, o + lanes);
                   });
             }
           });
     }
+    return kToOutputs;
   }
 
   // The path for a block of V holding NaN or Inf: hidden keys skipped.
