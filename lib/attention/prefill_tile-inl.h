@@ -113,12 +113,12 @@ class PrefillTile {
   // zero and read back), and the last one's, normalized, is the output
   // row where it can be (OutputsFromLastBlock): each row of O is then
   // stored and read once less, and the stores of the output, which miss
-  // the caches (rows head_dim floats long, d_model apart in the layer's
-  // token-major Q), are spread over the last block's multiply-adds rather
-  // than stalled on in one pass. S3's attention core (b8 h12 L128 d64,
-  // token-major), Zen 5, in-process interleaved: 1.04-1.06x on 1 thread,
-  // 1.03x on 2; S2's (b1 h8 L128) 1.01-1.02x; b1 h8 L1024, where only the
-  // last of 4 blocks writes the outputs, 1.01x.
+  // the caches (rows head_dim floats long), are spread over the last
+  // block's multiply-adds rather than stalled on in one pass. S3's
+  // attention core (b8 h12 L128 d64), Zen 5, in-process interleaved: 1.04x
+  // token-major and 1.06x head-major (the layer's layout) on 1 thread,
+  // token-major 1.03x on 2; S2's (b1 h8 L128) 1.01-1.02x; b1 h8 L1024, where
+  // only the last of 4 blocks writes the outputs, 1.01x.
   void Run(bool write_outputs) {
     bool outputs_written = false;
     if (keys_end_ <= task_.key_begin) {  // no row sees a key: O stays 0
