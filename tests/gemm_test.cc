@@ -165,6 +165,9 @@ TEST_P(GemmTest, MatrixVectorShapes) {  // few rows: B streamed by column chunks
     for (int t = 0; t < 4; ++t) Check(m, 4100, 33, t & 1, t & 2, 0.75f, 0.5f);
     Check(m, 7, 300, false, false, 1.0f, 0.0f);
   }
+  // Chunks are half of L1 wide (6144 columns for one row at 48 KiB): one row
+  // of C across several chunks, with a ragged last one.
+  Check(1, 16400, 20, false, false, 1.0f, 0.5f);
 }
 
 // At most four rows with B transposed: dot products of A's rows with B's
