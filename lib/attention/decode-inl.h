@@ -120,18 +120,17 @@ class DecodeRange {
   // 32 KV heads (1 MiB blocks) ran the layer's decode step 0.91x as fast with
   // the prefetches.
   //
-  // K is asked for kKeyLeadBytes of each head's rows ahead: about what one
-  // stream has in flight (latency x bandwidth, ~100 ns x 40 GB/s). Head-major,
+  // K is asked for kStreamLeadBytes of each head's rows ahead. Head-major,
   // one Zen 5 core, in one process against a lead of a whole block (32 KiB):
   // 4 KiB read 1.04-1.10x faster at 32 KV heads over 2048 keys and 8 over
   // 4096, 8 KiB 1.05-1.07x, 2 KiB 0.85-0.94x of 4 KiB, 1 KiB 0.80-0.86x.
-  static constexpr std::size_t kKeyLeadBytes = 4096;
   void Run() {
     const std::size_t heads_per_pass =
         a_.k_layout.head < a_.k_layout.token ? s_.num_kv_heads : 1;
     const std::size_t block_bytes = kBlock * heads_per_pass * dim_ * sizeof(KV);
     prefetch_ = 2 * block_bytes <= detail::MachineCaches().l2 / 2;
-    key_lead_ = std::max<std::size_t>(1, kKeyLeadBytes / (dim_ * sizeof(KV)));
+    key_lead_ = std::max<std::size_t>(
+        1, detail::kStreamLeadBytes / (dim_ * sizeof(KV)));
     for (std::size_t h0 = 0; h0 < s_.num_kv_heads; h0 += heads_per_pass) {
       const Heads heads{h0, h0 + heads_per_pass, group_ * s_.q_len};
       for (std::size_t j0 = key_begin_; j0 < keys_end_; j0 += kBlock) {
@@ -309,83 +308,118 @@ class DecodeRange {
     }
   }
 
-  // Per KV head, the rows of its group in chunks of 4 and head_dim in pairs
-  // of vectors, summed over the block in registers: each V row is loaded
-  // once for the chunk, and O once per block.
+  // Per KV head, the rows of its group in chunks of 4, 2 and 1, and head_dim
+  // in strips of 8 / rows vectors, summed over the block in registers: each
+  // V row is loaded once for the chunk, and O once per block; eight sums,
+  // eight independent chains of multiply-adds.
   void AccumulateValueStrips(const Heads& heads, std::size_t j0,
                              std::size_t n) {
-    const std::size_t lanes = hn::Lanes(FloatTag());
     for (std::size_t kv_head = heads.begin; kv_head < heads.end; ++kv_head) {
       const KV* values = detail::ValueRow<KV>(a_, b_, kv_head, j0);
       ForRowChunks(heads.rows_each, [&](auto rows, std::size_t first) {
         constexpr std::size_t kRows = decltype(rows)::value;
         const std::size_t r = kv_head * heads.rows_each + first;
-        std::size_t c = 0;
-        for (; c + 2 * lanes <= dim_; c += 2 * lanes) {
-          AddValues<kRows, 2>(r, values, j0, n, c);
-        }
-        if (c < dim_) AddValues<kRows, 1>(r, values, j0, n, c);
+        AddValueStrips<kRows, 8 / kRows>(r, values, j0, n, 0);
       });
     }
   }
 
-  // Rows [r, r + kRows), columns [c, c + kVecs vectors) of the block's P V.
+  // Columns [c, head_dim) of rows [r, r + kRows): strips of kVecs vectors,
+  // then of half as many for the rest (head_dim is whole vectors).
+  template <std::size_t kRows, std::size_t kVecs>
+  HWY_INLINE void AddValueStrips(std::size_t r, const KV* values,
+                                 std::size_t j0, std::size_t n, std::size_t c) {
+    const std::size_t strip = kVecs * hn::Lanes(FloatTag());
+    for (; c + strip <= dim_; c += strip) {
+      AddValues<kRows, kVecs>(r, values, j0, n, c);
+    }
+    if constexpr (kVecs > 1) {
+      AddValueStrips<kRows, kVecs / 2>(r, values, j0, n, c);
+    }
+  }
+
+// The accumulators of AddValues: sum<row><vector>, rows 0-3, vectors 0-7.
+#define MHA_VALUE_SUMS(X)                                                     \
+  X(0, 0)                                                                     \
+  X(0, 1)                                                                     \
+  X(0, 2)                                                                     \
+  X(0, 3) X(0, 4) X(0, 5) X(0, 6) X(0, 7) X(1, 0) X(1, 1) X(1, 2) X(1, 3)     \
+      X(1, 4) X(1, 5) X(1, 6) X(1, 7) X(2, 0) X(2, 1) X(2, 2) X(2, 3) X(2, 4) \
+          X(2, 5) X(2, 6) X(2, 7) X(3, 0) X(3, 1) X(3, 2) X(3, 3) X(3, 4)     \
+              X(3, 5) X(3, 6) X(3, 7)
+#define MHA_VALUE_ROWS(X) X(0) X(1) X(2) X(3)
+#define MHA_VALUE_VECS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+
+  // Rows [r, r + kRows), columns [c, c + kVecs vectors) of the block's P V,
+  // one sum per (row, vector), named variables (sizeless vectors, Arm SVE).
   template <std::size_t kRows, std::size_t kVecs>
   HWY_INLINE void AddValues(std::size_t r, const KV* values, std::size_t j0,
                             std::size_t n, std::size_t c) {
+    static_assert(kRows <= 4 && kVecs <= 8 && kRows * kVecs <= 8, "registers");
     const FloatTag d;
     const std::size_t lanes = hn::Lanes(d);
     const std::size_t token = a_.v_layout.token;
     const float* p = scores_ + r * kBlock;
-    FloatVec a0 = hn::Zero(d), a1 = hn::Zero(d), b0 = hn::Zero(d),
-             b1 = hn::Zero(d), c0 = hn::Zero(d), c1 = hn::Zero(d),
-             d0 = hn::Zero(d), d1 = hn::Zero(d);
+#define MHA_DECLARE_SUM(row, vec) \
+  [[maybe_unused]] FloatVec sum##row##vec = hn::Zero(d);
+    MHA_VALUE_SUMS(MHA_DECLARE_SUM)
+#undef MHA_DECLARE_SUM
     for (std::size_t j = 0; j < n; ++j) {
       const KV* v = values + j * token + c;
-      const FloatVec v0 = LoadWide(d, v);
-      const FloatVec v1 = kVecs > 1 ? LoadWide(d, v + lanes) : v0;
-      const FloatVec pa = hn::Set(d, p[j]);
-      a0 = hn::MulAdd(pa, v0, a0);
-      if constexpr (kVecs > 1) a1 = hn::MulAdd(pa, v1, a1);
-      if constexpr (kRows > 1) {
-        const FloatVec pb = hn::Set(d, p[kBlock + j]);
-        b0 = hn::MulAdd(pb, v0, b0);
-        if constexpr (kVecs > 1) b1 = hn::MulAdd(pb, v1, b1);
-      }
-      if constexpr (kRows > 2) {
-        const FloatVec pc = hn::Set(d, p[2 * kBlock + j]);
-        const FloatVec pd = hn::Set(d, p[3 * kBlock + j]);
-        c0 = hn::MulAdd(pc, v0, c0);
-        d0 = hn::MulAdd(pd, v0, d0);
-        if constexpr (kVecs > 1) {
-          c1 = hn::MulAdd(pc, v1, c1);
-          d1 = hn::MulAdd(pd, v1, d1);
-        }
-      }
+      [[maybe_unused]] FloatVec v0, v1, v2, v3, v4, v5, v6, v7, p0, p1, p2, p3;
+#define MHA_LOAD_VALUE(vec) \
+  if constexpr (vec < kVecs) v##vec = LoadWide(d, v + vec * lanes);
+      MHA_VALUE_VECS(MHA_LOAD_VALUE)
+#undef MHA_LOAD_VALUE
+#define MHA_SET_P(row) \
+  if constexpr (row < kRows) p##row = hn::Set(d, p[row * kBlock + j]);
+      MHA_VALUE_ROWS(MHA_SET_P)
+#undef MHA_SET_P
+#define MHA_ADD_VALUE(row, vec)                                \
+  if constexpr (row < kRows && vec < kVecs) {                  \
+    sum##row##vec = hn::MulAdd(p##row, v##vec, sum##row##vec); \
+  }
+      MHA_VALUE_SUMS(MHA_ADD_VALUE)
+#undef MHA_ADD_VALUE
     }
-    auto add_row = [&](std::size_t row, FloatVec x0, FloatVec x1) {
+    // Adds a row's sums to O; sums that are not all finite are redone by the
+    // path that skips hidden keys.
+    const auto finish_row = [&](std::size_t row, FloatVec s0, FloatVec s1,
+                                FloatVec s2, FloatVec s3, FloatVec s4,
+                                FloatVec s5, FloatVec s6, FloatVec s7) {
+      auto finite = hn::IsFinite(s0);
+#define MHA_CHECK_SUM(vec)                          \
+  if constexpr (vec > 0 && vec < kVecs) {           \
+    finite = hn::And(finite, hn::IsFinite(s##vec)); \
+  }
+      MHA_VALUE_VECS(MHA_CHECK_SUM)
+#undef MHA_CHECK_SUM
       float* o = outputs_ + row * dim_ + c;
-      const auto finite = kVecs > 1
-                              ? hn::And(hn::IsFinite(x0), hn::IsFinite(x1))
-                              : hn::IsFinite(x0);
       if (!hn::AllTrue(d, finite)) {
         detail::AddVisibleValues(a_, Query(row), j0, Visible(row, j0, n),
                                  values, token, scores_ + row * kBlock,
                                  outputs_ + row * dim_, c, c + kVecs * lanes);
         return;
       }
-      hn::StoreU(hn::Add(hn::LoadU(d, o), x0), d, o);
-      if constexpr (kVecs > 1) {
-        hn::StoreU(hn::Add(hn::LoadU(d, o + lanes), x1), d, o + lanes);
-      }
-    };
-    add_row(r, a0, a1);
-    if constexpr (kRows > 1) add_row(r + 1, b0, b1);
-    if constexpr (kRows > 2) {
-      add_row(r + 2, c0, c1);
-      add_row(r + 3, d0, d1);
-    }
+#define MHA_STORE_SUM(vec)                                        \
+  if constexpr (vec < kVecs) {                                    \
+    hn::StoreU(hn::Add(hn::LoadU(d, o + vec * lanes), s##vec), d, \
+               o + vec * lanes);                                  \
   }
+      MHA_VALUE_VECS(MHA_STORE_SUM)
+#undef MHA_STORE_SUM
+    };
+#define MHA_FINISH_ROW(row)                                                 \
+  if constexpr (row < kRows) {                                              \
+    finish_row(r + row, sum##row##0, sum##row##1, sum##row##2, sum##row##3, \
+               sum##row##4, sum##row##5, sum##row##6, sum##row##7);         \
+  }
+    MHA_VALUE_ROWS(MHA_FINISH_ROW)
+#undef MHA_FINISH_ROW
+  }
+#undef MHA_VALUE_SUMS
+#undef MHA_VALUE_ROWS
+#undef MHA_VALUE_VECS
 
   // Four keys at a time, every KV head of the pass, each V vector loaded
   // once for the rows of its group (in chunks of 4), the sums in block_sums_.
