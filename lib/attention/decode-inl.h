@@ -124,6 +124,10 @@ class DecodeRange {
   // one Zen 5 core, in one process against a lead of a whole block (32 KiB):
   // 4 KiB read 1.04-1.10x faster at 32 KV heads over 2048 keys and 8 over
   // 4096, 8 KiB 1.05-1.07x, 2 KiB 0.85-0.94x of 4 KiB, 1 KiB 0.80-0.86x.
+  // (Those runs kept part of K and V in L3 between calls. With L3 evicted
+  // before each call, blocks of 256 keys read at the same rate with or
+  // without any of the prefetches, 0.4-0.6 of a 4-stream read loop, so
+  // what limits the rate from DRAM is not yet known.)
   void Run() {
     const std::size_t heads_per_pass =
         a_.k_layout.head < a_.k_layout.token ? s_.num_kv_heads : 1;
@@ -339,14 +343,13 @@ class DecodeRange {
   }
 
 // The accumulators of AddValues: sum<row><vector>, rows 0-3, vectors 0-7.
-#define MHA_VALUE_SUMS(X)                                                     \
-  X(0, 0)                                                                     \
-  X(0, 1)                                                                     \
-  X(0, 2)                                                                     \
-  X(0, 3) X(0, 4) X(0, 5) X(0, 6) X(0, 7) X(1, 0) X(1, 1) X(1, 2) X(1, 3)     \
-      X(1, 4) X(1, 5) X(1, 6) X(1, 7) X(2, 0) X(2, 1) X(2, 2) X(2, 3) X(2, 4) \
-          X(2, 5) X(2, 6) X(2, 7) X(3, 0) X(3, 1) X(3, 2) X(3, 3) X(3, 4)     \
-              X(3, 5) X(3, 6) X(3, 7)
+// clang-format off
+#define MHA_VALUE_SUMS(X)                                                  \
+  X(0, 0) X(0, 1) X(0, 2) X(0, 3) X(0, 4) X(0, 5) X(0, 6) X(0, 7)          \
+  X(1, 0) X(1, 1) X(1, 2) X(1, 3) X(1, 4) X(1, 5) X(1, 6) X(1, 7)          \
+  X(2, 0) X(2, 1) X(2, 2) X(2, 3) X(2, 4) X(2, 5) X(2, 6) X(2, 7)          \
+  X(3, 0) X(3, 1) X(3, 2) X(3, 3) X(3, 4) X(3, 5) X(3, 6) X(3, 7)
+// clang-format on
 #define MHA_VALUE_ROWS(X) X(0) X(1) X(2) X(3)
 #define MHA_VALUE_VECS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 
