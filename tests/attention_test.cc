@@ -14,16 +14,25 @@ namespace mha_test {
 namespace {
 
 // A [batch, heads, tokens, head_dim] view with gaps (NaN) after every row,
-// head and batch, so reading or writing outside the view is caught.
+// head and batch, so reading or writing outside the view is caught; or,
+// token-major, [batch, tokens, heads, head_dim] with gaps after every head's
+// row, token and batch.
 struct StridedTensor {
   mha::Layout layout;
   std::vector<float> data;
 
   StridedTensor(std::size_t batch, std::size_t heads, std::size_t tokens,
-                std::size_t head_dim, std::uint32_t seed) {
-    layout.token = head_dim + 3;
-    layout.head = tokens * layout.token + 5;
-    layout.batch = heads * layout.head + 7;
+                std::size_t head_dim, std::uint32_t seed,
+                bool token_major = false) {
+    if (token_major) {
+      layout.head = head_dim + 3;
+      layout.token = heads * layout.head + 5;
+      layout.batch = tokens * layout.token + 7;
+    } else {
+      layout.token = head_dim + 3;
+      layout.head = tokens * layout.token + 5;
+      layout.batch = heads * layout.head + 7;
+    }
     data.assign(batch * layout.batch + 1, kNaN);
     const std::vector<float> values =
         RandomVector(batch * heads * tokens * head_dim, seed);
@@ -54,8 +63,10 @@ class AttentionTest : public PerTarget {
              float scale = 0.0f,
              mha::Precision kv_precision = mha::Precision::F32) {
     StridedTensor q(s.batch, s.num_heads, s.q_len, s.head_dim, 21);
-    StridedTensor k(s.batch, s.num_kv_heads, s.kv_len, s.head_dim, 22);
-    StridedTensor v(s.batch, s.num_kv_heads, s.kv_len, s.head_dim, 23);
+    StridedTensor k(s.batch, s.num_kv_heads, s.kv_len, s.head_dim, 22,
+                    kv_token_major_);
+    StridedTensor v(s.batch, s.num_kv_heads, s.kv_len, s.head_dim, 23,
+                    kv_token_major_);
     const std::vector<std::uint16_t> k16 = Stored(k.data, kv_precision),
                                      v16 = Stored(v.data, kv_precision);
     if (kv_precision != mha::Precision::F32) {
@@ -126,6 +137,9 @@ class AttentionTest : public PerTarget {
         ASSERT_EQ(weights[i], 0.0f) << "hidden key weight; " << what;
     }
   }
+
+  // K and V laid out [batch, tokens, heads, head_dim] (Check).
+  bool kv_token_major_ = false;
 
   // The 16-bit bit patterns of `values` rounded to p (empty for F32).
   static std::vector<std::uint16_t> Stored(const std::vector<float>& values,
@@ -251,6 +265,30 @@ TEST_P(AttentionTest, TileAndKeyBlockEdges) {
     }
   }
   Check({1, 2, 1, 129, 257, 24}, kCausal | kBias, true);  // ragged head_dim
+}
+
+// Decoding over key blocks (decode-inl.h: up to 256 keys a block, fewer
+// when a block of every head of a token-major cache would not fit in L2):
+// one key short of a block, on it and one past it, a key range split in
+// blocks with a short last one, one query and a short chunk, GQA, every
+// mask. K and V head-major (each head walked alone, V summed in strips),
+// then token-major with 12 KV heads of 96 (4.5 KiB a token: all heads
+// walked together, V summed in memory order) and with 4 (V in strips).
+TEST_P(AttentionTest, DecodeKeyBlockEdges) {
+  const mha::AttentionShape shapes[] = {
+      {1, 4, 2, 1, 255, 32}, {1, 4, 2, 1, 256, 32},   {2, 4, 2, 1, 257, 32},
+      {1, 4, 1, 3, 513, 32}, {1, 12, 12, 1, 700, 96}, {1, 8, 4, 2, 2100, 64},
+  };
+  for (const bool token_major : {false, true}) {
+    kv_token_major_ = token_major;
+    for (const mha::AttentionShape& s : shapes) {
+      for (int masks : {int{kNone}, kCausal | kLengths | kBias}) {
+        Check(s, masks, false);
+      }
+    }
+    Check({1, 12, 12, 1, 300, 96}, kCausal | kBias, false, 0.0f,
+          mha::Precision::BF16);
+  }
 }
 
 TEST_P(AttentionTest, RowsThatSeeNoKeyAreZero) {

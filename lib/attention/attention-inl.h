@@ -121,7 +121,7 @@ void RunDecode(const detail::AttentionArgs& a) {
   const AttentionShape& s = a.shape;
   const std::size_t ranges = KeyRanges(s.batch, s.kv_len, 256);
   const std::size_t range_keys =
-      RoundUp((s.kv_len + ranges - 1) / ranges, DecodeRange<KV>::kBlock);
+      RoundUp((s.kv_len + ranges - 1) / ranges, DecodeRange<KV>::kRangeQuantum);
   RunWithKeyRanges(
       a, s.batch, ranges, s.num_heads * s.q_len,
       [&](std::size_t b, std::size_t range, float* states) {

@@ -59,7 +59,8 @@ inline bool SuitsDecode(const detail::AttentionArgs& a) {
 template <class KV>
 class DecodeRange {
  public:
-  static constexpr std::size_t kBlock = 64;  // keys per block
+  // Key ranges of split tasks are whole multiples of this many keys.
+  static constexpr std::size_t kRangeQuantum = 64;
 
   DecodeRange(const detail::AttentionArgs& args, std::size_t b,
               std::size_t key_begin, std::size_t key_stop)
@@ -69,11 +70,17 @@ class DecodeRange {
         key_begin_(key_begin),
         rows_(s_.num_heads * s_.q_len),
         group_(s_.num_heads / s_.num_kv_heads),
-        dim_(s_.head_dim) {
+        dim_(s_.head_dim),
+        heads_per_pass_(a_.k_layout.head < a_.k_layout.token ? s_.num_kv_heads
+                                                             : 1),
+        block_(KeysPerBlock()),
+        prefetch_(2 * BlockBytes(block_) <= detail::MachineCaches().l2 / 2),
+        key_lead_(std::max<std::size_t>(
+            1, detail::kStreamLeadBytes / (dim_ * sizeof(KV)))) {
     using detail::ScratchSlot;
     using detail::ThreadScratch;
     queries_ = ThreadScratch(ScratchSlot::kQueryPanels, rows_ * dim_);
-    scores_ = ThreadScratch(ScratchSlot::kScoresT, rows_ * kBlock);
+    scores_ = ThreadScratch(ScratchSlot::kScoresT, rows_ * kMaxBlock);
     outputs_ = ThreadScratch(ScratchSlot::kOutputRows, rows_ * dim_);
     block_sums_ = ThreadScratch(ScratchSlot::kValueSums, rows_ * dim_);
     float* state = ThreadScratch(ScratchSlot::kRowState, 2 * rows_);
@@ -129,16 +136,10 @@ class DecodeRange {
   // without any of the prefetches, 0.4-0.6 of a 4-stream read loop, so
   // what limits the rate from DRAM is not yet known.)
   void Run() {
-    const std::size_t heads_per_pass =
-        a_.k_layout.head < a_.k_layout.token ? s_.num_kv_heads : 1;
-    const std::size_t block_bytes = kBlock * heads_per_pass * dim_ * sizeof(KV);
-    prefetch_ = 2 * block_bytes <= detail::MachineCaches().l2 / 2;
-    key_lead_ = std::max<std::size_t>(
-        1, detail::kStreamLeadBytes / (dim_ * sizeof(KV)));
-    for (std::size_t h0 = 0; h0 < s_.num_kv_heads; h0 += heads_per_pass) {
-      const Heads heads{h0, h0 + heads_per_pass, group_ * s_.q_len};
-      for (std::size_t j0 = key_begin_; j0 < keys_end_; j0 += kBlock) {
-        const std::size_t n = std::min(kBlock, keys_end_ - j0);
+    for (std::size_t h0 = 0; h0 < s_.num_kv_heads; h0 += heads_per_pass_) {
+      const Heads heads{h0, h0 + heads_per_pass_, group_ * s_.q_len};
+      for (std::size_t j0 = key_begin_; j0 < keys_end_; j0 += block_) {
+        const std::size_t n = std::min(block_, keys_end_ - j0);
         ComputeLogits(heads, j0, n);
         for (std::size_t r = heads.first_row(); r < heads.end_row(); ++r) {
           SoftmaxStep(r, j0, n);
@@ -175,6 +176,31 @@ class DecodeRange {
   std::size_t Query(std::size_t r) const { return r % s_.q_len; }
 
  private:
+  // Keys per block: the most, up to kMaxBlock, whose K and V rows (of every
+  // head of a pass) fit in half of L2 beside the next block's, so that the
+  // prefetches of Run stay useful; kRangeQuantum when even those do not fit.
+  // Head-major, one Zen 5 core (1 MiB L2), L3 evicted before each call, in
+  // one process: 256 keys read 1.09-1.22x as fast as 64 (32 KV heads over
+  // 2048 keys, 8 over 8192, 1 and 2 threads), 128 and 512 about as 256,
+  // 1024 (past the limit, no prefetch) 0.6-0.85x of 64. Fewer blocks mean
+  // fewer softmax steps and O updates, and V prefetched further ahead.
+  // Token-major caches (all heads in a pass) keep 64 or less: at 8 KV heads
+  // blocks of 128, past the limit, read 0.74x as fast; at 32 KV heads 8 to
+  // 64 keys all read alike.
+  std::size_t KeysPerBlock() const {
+    std::size_t keys = kMaxBlock;
+    while (keys > kRangeQuantum &&
+           2 * BlockBytes(keys) > detail::MachineCaches().l2 / 2) {
+      keys /= 2;
+    }
+    return keys;
+  }
+
+  // Bytes of K (or of V) in a block of `keys` keys over a pass's heads.
+  std::size_t BlockBytes(std::size_t keys) const {
+    return keys * heads_per_pass_ * dim_ * sizeof(KV);
+  }
+
   // KV heads [begin, end) of a pass, and their rows: rows_each per head.
   struct Heads {
     std::size_t begin, end, rows_each;
@@ -209,12 +235,12 @@ class DecodeRange {
           const std::size_t r = kv_head * heads.rows_each + first;
           DotRows<decltype(rows)::value, 1>(
               queries_ + r * dim_, dim_, key, 0, dim_, RowSegments{dim_, 0},
-              scores_ + r * kBlock + j, kBlock, 0);
+              scores_ + r * block_ + j, block_, 0);
         });
       }
     }
     for (std::size_t r = heads.first_row(); r < heads.end_row(); ++r) {
-      float* s = scores_ + r * kBlock;
+      float* s = scores_ + r * block_;
       const std::size_t visible = Visible(r, j0, n);
       std::fill(s + visible, s + n, kNegInf);
       FinishLogits(r, s, detail::BiasRow(a_, Query(r), j0), visible);
@@ -276,7 +302,7 @@ class DecodeRange {
   // the row's O rescaled where its max changed.
   void SoftmaxStep(std::size_t r, std::size_t j0, std::size_t n) {
     const std::size_t visible = Visible(r, j0, n);
-    float* s = scores_ + r * kBlock;
+    float* s = scores_ + r * block_;
     const float block_max = RowExtreme(s, visible, 1.0f);
     const float new_max = std::max(max_[r], block_max);
     if (new_max == kNegInf) {  // nothing seen yet
@@ -362,7 +388,7 @@ class DecodeRange {
     const FloatTag d;
     const std::size_t lanes = hn::Lanes(d);
     const std::size_t token = a_.v_layout.token;
-    const float* p = scores_ + r * kBlock;
+    const float* p = scores_ + r * block_;
 #define MHA_DECLARE_SUM(row, vec) \
   [[maybe_unused]] FloatVec sum##row##vec = hn::Zero(d);
     MHA_VALUE_SUMS(MHA_DECLARE_SUM)
@@ -375,7 +401,7 @@ class DecodeRange {
       MHA_VALUE_VECS(MHA_LOAD_VALUE)
 #undef MHA_LOAD_VALUE
 #define MHA_SET_P(row) \
-  if constexpr (row < kRows) p##row = hn::Set(d, p[row * kBlock + j]);
+  if constexpr (row < kRows) p##row = hn::Set(d, p[row * block_ + j]);
       MHA_VALUE_ROWS(MHA_SET_P)
 #undef MHA_SET_P
 #define MHA_ADD_VALUE(row, vec)                                \
@@ -400,7 +426,7 @@ class DecodeRange {
       float* o = outputs_ + row * dim_ + c;
       if (!hn::AllTrue(d, finite)) {
         detail::AddVisibleValues(a_, Query(row), j0, Visible(row, j0, n),
-                                 values, token, scores_ + row * kBlock,
+                                 values, token, scores_ + row * block_,
                                  outputs_ + row * dim_, c, c + kVecs * lanes);
         return;
       }
@@ -461,7 +487,7 @@ class DecodeRange {
         const std::size_t kv_head = r / heads.rows_each;
         detail::AddVisibleValues(a_, Query(r), j0, Visible(r, j0, n),
                                  detail::ValueRow<KV>(a_, b_, kv_head, j0),
-                                 token, scores_ + r * kBlock, o, 0, dim_);
+                                 token, scores_ + r * block_, o, 0, dim_);
         continue;
       }
       for (std::size_t c = 0; c < dim_; c += lanes) {
@@ -485,7 +511,7 @@ class DecodeRange {
       const FloatVec v2 = kKeys > 1 ? LoadWide(d, v + 2 * token + c) : v0;
       const FloatVec v3 = kKeys > 1 ? LoadWide(d, v + 3 * token + c) : v0;
       for (std::size_t row = r; row < r + kRows; ++row) {
-        const float* p = scores_ + row * kBlock + j;
+        const float* p = scores_ + row * block_ + j;
         float* sum = block_sums_ + row * dim_ + c;
         FloatVec x = hn::MulAdd(hn::Set(d, p[0]), v0, hn::LoadU(d, sum));
         if constexpr (kKeys > 1) {
@@ -500,10 +526,13 @@ class DecodeRange {
 
   const detail::AttentionArgs& a_;
   const AttentionShape& s_;
+  static constexpr std::size_t kMaxBlock = 256;  // keys per block, at most
   const std::size_t b_, key_begin_, rows_, group_, dim_;
+  const std::size_t heads_per_pass_;  // KV heads walked together (see Run)
+  const std::size_t block_;           // keys per block (KeysPerBlock)
+  const bool prefetch_;               // K and V ahead of use (see Run)
+  const std::size_t key_lead_;        // keys K is prefetched ahead (see Run)
   std::size_t keys_end_;
-  bool prefetch_ = false;     // K and V ahead of use (see Run)
-  std::size_t key_lead_ = 0;  // keys K is prefetched ahead (see Run)
   float *queries_, *scores_, *outputs_, *block_sums_, *max_, *sum_;
   std::size_t* end_;
   char *poisoned_, *saw_key_;
