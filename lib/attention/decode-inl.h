@@ -74,7 +74,7 @@ class DecodeRange {
         heads_per_pass_(a_.k_layout.head < a_.k_layout.token ? s_.num_kv_heads
                                                              : 1),
         block_(KeysPerBlock()),
-        prefetch_(2 * BlockBytes(block_) <= detail::MachineCaches().l2 / 2),
+        prefetch_(TwoBlocksFitHalfOfL2(block_)),
         key_lead_(std::max<std::size_t>(
             1, detail::kStreamLeadBytes / (dim_ * sizeof(KV)))) {
     using detail::ScratchSlot;
@@ -189,16 +189,17 @@ class DecodeRange {
   // 64 keys all read alike.
   std::size_t KeysPerBlock() const {
     std::size_t keys = kMaxBlock;
-    while (keys > kRangeQuantum &&
-           2 * BlockBytes(keys) > detail::MachineCaches().l2 / 2) {
+    while (keys > kRangeQuantum && !TwoBlocksFitHalfOfL2(keys)) {
       keys /= 2;
     }
     return keys;
   }
 
-  // Bytes of K (or of V) in a block of `keys` keys over a pass's heads.
-  std::size_t BlockBytes(std::size_t keys) const {
-    return keys * heads_per_pass_ * dim_ * sizeof(KV);
+  // Whether K and V of a block of `keys` keys over a pass's heads (two runs
+  // of that many rows) fit in half of L2.
+  bool TwoBlocksFitHalfOfL2(std::size_t keys) const {
+    const std::size_t block_bytes = keys * heads_per_pass_ * dim_ * sizeof(KV);
+    return 2 * block_bytes <= detail::MachineCaches().l2 / 2;
   }
 
   // KV heads [begin, end) of a pass, and their rows: rows_each per head.
