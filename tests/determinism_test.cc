@@ -66,13 +66,30 @@ TEST_P(DeterminismTest, AttentionFusedAndWithWeights) {
 }
 
 TEST_P(DeterminismTest, AttentionDecodeWithSplitKeys) {
-  const mha::AttentionShape s{1, 8, 1, 1, 5000, 128};
-  const std::vector<float> q = RandomVector(8 * 128, 7),
-                           kv = RandomVector(5000 * 128, 8);
-  const mha::Layout ql{8 * 128, 128, 128}, kvl{5000 * 128, 5000 * 128, 128};
-  ExpectSameOnOneAndTwoThreads(q.size(), [&](float* out) {
-    mha::attention(s, q.data(), ql, kv.data(), kvl, kv.data(), kvl, out, ql);
-  });
+  // Decode tasks take one KV head each ([head, token, head_dim] caches) and
+  // split the keys when there are fewer than 8 of them: MQA (8 ranges), 2 KV
+  // heads (4 ranges each), 12 KV heads (none); [token, kv_dim] caches take
+  // all heads in a task.
+  const mha::AttentionShape shapes[] = {
+      {1, 8, 1, 1, 5000, 128}, {1, 8, 2, 2, 3000, 64}, {1, 12, 12, 1, 700, 64}};
+  for (const mha::AttentionShape& s : shapes) {
+    for (const bool token_major : {false, true}) {
+      const std::size_t kv_dim = s.num_kv_heads * s.head_dim;
+      const std::vector<float> q = RandomVector(
+                                   s.num_heads * s.q_len * s.head_dim, 7),
+                               kv = RandomVector(s.kv_len * kv_dim, 8);
+      const mha::Layout ql{s.num_heads * s.q_len * s.head_dim,
+                           s.q_len * s.head_dim, s.head_dim};
+      const mha::Layout kvl =
+          token_major ? mha::Layout{s.kv_len * kv_dim, s.head_dim, kv_dim}
+                      : mha::Layout{s.kv_len * kv_dim, s.kv_len * s.head_dim,
+                                    s.head_dim};
+      ExpectSameOnOneAndTwoThreads(q.size(), [&](float* out) {
+        mha::attention(s, q.data(), ql, kv.data(), kvl, kv.data(), kvl, out,
+                       ql);
+      });
+    }
+  }
 }
 
 TEST_P(DeterminismTest, ForwardAndForwardCached) {

@@ -4,8 +4,9 @@
 //   Prefill (many query rows per KV head): tasks over (batch, KV head, query
 //     tile), each a PrefillTile over all keys; when there are too few tasks
 //     for the cores, also over ranges of keys.
-//   Decode (a few query positions): tasks over (batch, range of keys), each
-//     a DecodeRange over every head.
+//   Decode (a few query positions): tasks over (batch, KV heads), each a
+//     DecodeRange (see KvHeadsPerTask); when there are too few tasks for the
+//     cores, also over ranges of keys.
 // Split key ranges export their rows' softmax states, merged afterwards in
 // range order.
 
@@ -119,20 +120,30 @@ void RunPrefill(const detail::AttentionArgs& a) {
 template <class KV>
 void RunDecode(const detail::AttentionArgs& a) {
   const AttentionShape& s = a.shape;
-  const std::size_t ranges = KeyRanges(s.batch, s.kv_len, 256);
+  const std::size_t group = s.num_heads / s.num_kv_heads;
+  const std::size_t kv_heads = DecodeRange<KV>::KvHeadsPerTask(a);
+  const std::size_t head_pieces = s.num_kv_heads / kv_heads;
+  const std::size_t ranges = KeyRanges(s.batch * head_pieces, s.kv_len, 256);
   const std::size_t range_keys =
       RoundUp((s.kv_len + ranges - 1) / ranges, DecodeRange<KV>::kRangeQuantum);
+  // Piece p: sequence p / head_pieces, KV heads from kv_begin(p).
+  auto kv_begin = [&](std::size_t piece) {
+    return piece % head_pieces * kv_heads;
+  };
   RunWithKeyRanges(
-      a, s.batch, ranges, s.num_heads * s.q_len,
-      [&](std::size_t b, std::size_t range, float* states) {
-        DecodeRange<KV> work(a, b, range * range_keys,
+      a, s.batch * head_pieces, ranges, kv_heads * group * s.q_len,
+      [&](std::size_t piece, std::size_t range, float* states) {
+        DecodeRange<KV> work(a, piece / head_pieces, kv_begin(piece),
+                             kv_begin(piece) + kv_heads, range * range_keys,
                              (range + 1) * range_keys);
         work.Run();
         if (states == nullptr) return work.WriteOutputs();
         work.ExportStates(states, detail::RowState::Stride(s.head_dim));
       },
-      [&](std::size_t b, std::size_t r) -> float* {
-        return detail::OutputRow(a, b, r / s.q_len, r % s.q_len);
+      [&](std::size_t piece, std::size_t r) -> float* {
+        return detail::OutputRow(a, piece / head_pieces,
+                                 kv_begin(piece) * group + r / s.q_len,
+                                 r % s.q_len);
       });
 }
 

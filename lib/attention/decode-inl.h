@@ -1,11 +1,12 @@
 // Attention for a few query positions per sequence (decoding: one new token,
-// or a short chunk), which is bound by reading K and V once. A task owns one
-// sequence's range of keys for every head, and walks K and V in memory
-// order (see Run); with grouped-query attention each K and V row serves all
-// the query heads of its group. The
-// lanes run along head_dim: each key is a dot product per query row, each
-// value row is added with the row's probability. Split key ranges hand
-// their softmax states over for a merge in range order (flash-decoding).
+// or a short chunk), which is bound by reading K and V once. A task owns a
+// range of one sequence's keys for one KV head or all of them (see
+// KvHeadsPerTask), and walks K and V in memory order (see Run); with
+// grouped-query attention each K and V row serves all the query heads of its
+// group. The lanes run along head_dim: each key is a dot product per query
+// row, each value row is added with the row's probability. Split key ranges
+// hand their softmax states over for a merge in range order
+// (flash-decoding).
 
 #if defined(MHA_LIB_ATTENTION_DECODE_INL_H_) == defined(HWY_TARGET_TOGGLE)
 #ifdef MHA_LIB_ATTENTION_DECODE_INL_H_
@@ -52,27 +53,45 @@ inline bool SuitsDecode(const detail::AttentionArgs& a) {
          s.head_dim % hn::Lanes(FloatTag()) == 0;
 }
 
-// The rows of a decode task: all num_heads x q_len query rows of sequence
-// b, row h * q_len + i being head h at query position i, against keys
-// [key_begin, key_stop). K and V are stored as KV (float, BF16 or F16) and
-// widened in registers as they are loaded.
+// The rows of a decode task: the q_len query rows of every query head of
+// its KV heads in sequence b, row h * q_len + i being the task's query head
+// h at query position i, against keys [key_begin, key_stop). K and V are stored
+// as KV (float, BF16 or F16) and widened in registers as they are loaded.
 template <class KV>
 class DecodeRange {
  public:
   // Key ranges of split tasks are whole multiples of this many keys.
   static constexpr std::size_t kRangeQuantum = 64;
 
+  // KV heads a task takes: all of them when K is laid out [token, kv_dim]
+  // (a block of keys over every head is one contiguous run), one when it is
+  // [head, token, head_dim] (the layer's KVCache), so that a task reads its
+  // head's K and V in two runs of kv_len rows. Tasks of all the heads, each
+  // over a range of the keys, cut those runs in pieces of a few hundred
+  // keys, and each piece is a new stream for the prefetchers. Zen 5, L3
+  // evicted before each call, in one process against 8 ranges over all
+  // heads: 32 KV heads over 2048 keys read 1.10x as fast on 1 core and 1.07x
+  // on 2 (the layer's decode step at d4096, 1.02x and 1.05x); 8 KV heads
+  // over 8192 keys, 1.00x and 1.06x.
+  static std::size_t KvHeadsPerTask(const detail::AttentionArgs& a) {
+    return a.k_layout.head < a.k_layout.token ? a.shape.num_kv_heads : 1;
+  }
+
+  // KV heads [kv_begin, kv_end) of sequence b (every query head of their
+  // groups), against keys [key_begin, key_stop).
   DecodeRange(const detail::AttentionArgs& args, std::size_t b,
-              std::size_t key_begin, std::size_t key_stop)
+              std::size_t kv_begin, std::size_t kv_end, std::size_t key_begin,
+              std::size_t key_stop)
       : a_(args),
         s_(args.shape),
         b_(b),
+        kv_begin_(kv_begin),
+        kv_end_(kv_end),
         key_begin_(key_begin),
-        rows_(s_.num_heads * s_.q_len),
         group_(s_.num_heads / s_.num_kv_heads),
+        rows_each_(group_ * s_.q_len),
+        rows_((kv_end - kv_begin) * rows_each_),
         dim_(s_.head_dim),
-        heads_per_pass_(a_.k_layout.head < a_.k_layout.token ? s_.num_kv_heads
-                                                             : 1),
         block_(KeysPerBlock()),
         prefetch_(TwoBlocksFitHalfOfL2(block_)),
         key_lead_(std::max<std::size_t>(
@@ -109,13 +128,13 @@ class DecodeRange {
     std::memset(outputs_, 0, rows_ * dim_ * sizeof(float));
   }
 
-  // K and V are walked in memory order: in a cache laid out [token, kv_dim]
-  // (heads interleaved in a token) each block of keys takes every head, so
-  // that a block is one contiguous run; laid out [head, token, head_dim] (the
-  // layer's KVCache), one head at a time takes all its keys, a run of kv_len
-  // x head_dim floats. (The attention core at d4096 h32, head-major,
-  // read K at 10-13 GB/s block by block over all heads: 32 runs of 32 KiB,
-  // each a new stream for the prefetchers.)
+  // K and V are walked in memory order, block by block of keys, each block
+  // over the task's KV heads: in a cache laid out [token, kv_dim] (heads
+  // interleaved in a token) a block is one contiguous run; laid out [head,
+  // token, head_dim] the task has one head, whose keys are a run of kv_len x
+  // head_dim floats. (The attention core at d4096 h32, head-major, read K at
+  // 10-13 GB/s block by block over all heads: 32 runs of 32 KiB, each a new
+  // stream for the prefetchers.)
   //
   // A block reads its K rows, then its V rows: two runs in turn, and the
   // hardware prefetchers restart on each. So while a block's logits are
@@ -136,16 +155,11 @@ class DecodeRange {
   // without any of the prefetches, 0.4-0.6 of a 4-stream read loop, so
   // what limits the rate from DRAM is not yet known.)
   void Run() {
-    for (std::size_t h0 = 0; h0 < s_.num_kv_heads; h0 += heads_per_pass_) {
-      const Heads heads{h0, h0 + heads_per_pass_, group_ * s_.q_len};
-      for (std::size_t j0 = key_begin_; j0 < keys_end_; j0 += block_) {
-        const std::size_t n = std::min(block_, keys_end_ - j0);
-        ComputeLogits(heads, j0, n);
-        for (std::size_t r = heads.first_row(); r < heads.end_row(); ++r) {
-          SoftmaxStep(r, j0, n);
-        }
-        AccumulateValues(heads, j0, n);
-      }
+    for (std::size_t j0 = key_begin_; j0 < keys_end_; j0 += block_) {
+      const std::size_t n = std::min(block_, keys_end_ - j0);
+      ComputeLogits(j0, n);
+      for (std::size_t r = 0; r < rows_; ++r) SoftmaxStep(r, j0, n);
+      AccumulateValues(j0, n);
     }
     // A poisoned row's output is NaN, unless it saw no key at all (then it
     // is a row of zeros, whatever its query holds).
@@ -172,7 +186,9 @@ class DecodeRange {
   }
 
   std::size_t rows() const { return rows_; }
-  std::size_t Head(std::size_t r) const { return r / s_.q_len; }
+  std::size_t Head(std::size_t r) const {
+    return kv_begin_ * group_ + r / s_.q_len;
+  }
   std::size_t Query(std::size_t r) const { return r % s_.q_len; }
 
  private:
@@ -198,16 +214,15 @@ class DecodeRange {
   // Whether K and V of a block of `keys` keys over a pass's heads (two runs
   // of that many rows) fit in half of L2.
   bool TwoBlocksFitHalfOfL2(std::size_t keys) const {
-    const std::size_t block_bytes = keys * heads_per_pass_ * dim_ * sizeof(KV);
+    const std::size_t block_bytes =
+        keys * (kv_end_ - kv_begin_) * dim_ * sizeof(KV);
     return 2 * block_bytes <= detail::MachineCaches().l2 / 2;
   }
 
-  // KV heads [begin, end) of a pass, and their rows: rows_each per head.
-  struct Heads {
-    std::size_t begin, end, rows_each;
-    std::size_t first_row() const { return begin * rows_each; }
-    std::size_t end_row() const { return end * rows_each; }
-  };
+  // The first of the rows of KV head kv_head's group.
+  std::size_t FirstRow(std::size_t kv_head) const {
+    return (kv_head - kv_begin_) * rows_each_;
+  }
 
   // Asks for one row of head_dim values of K or V (see Run).
   void PrefetchRow(const KV* row) const {
@@ -231,9 +246,9 @@ class DecodeRange {
   // interleaved with the P V of the block before, 1.4x in cache but
   // 0.95-1.05x from DRAM. So from DRAM this loop's speed is not what limits
   // the rate (see Run), and the faster forms were not kept.
-  void ComputeLogits(const Heads& heads, std::size_t j0, std::size_t n) {
+  void ComputeLogits(std::size_t j0, std::size_t n) {
     for (std::size_t j = 0; j < n; ++j) {
-      for (std::size_t kv_head = heads.begin; kv_head < heads.end; ++kv_head) {
+      for (std::size_t kv_head = kv_begin_; kv_head < kv_end_; ++kv_head) {
         const KV* key = detail::KeyRow<KV>(a_, b_, kv_head, j0 + j);
         if (prefetch_) {
           PrefetchRow(detail::ValueRow<KV>(a_, b_, kv_head, j0 + j));
@@ -242,15 +257,15 @@ class DecodeRange {
                 detail::KeyRow<KV>(a_, b_, kv_head, j0 + j + key_lead_));
           }
         }
-        ForRowChunks(heads.rows_each, [&](auto rows, std::size_t first) {
-          const std::size_t r = kv_head * heads.rows_each + first;
+        ForRowChunks(rows_each_, [&](auto rows, std::size_t first) {
+          const std::size_t r = FirstRow(kv_head) + first;
           DotRows<decltype(rows)::value, 1>(
               queries_ + r * dim_, dim_, key, 0, dim_, RowSegments{dim_, 0},
               scores_ + r * block_ + j, block_, 0);
         });
       }
     }
-    for (std::size_t r = heads.first_row(); r < heads.end_row(); ++r) {
+    for (std::size_t r = 0; r < rows_; ++r) {
       float* s = scores_ + r * block_;
       const std::size_t visible = Visible(r, j0, n);
       std::fill(s + visible, s + n, kNegInf);
@@ -340,12 +355,12 @@ class DecodeRange {
   //     64 rows in 64 pages, streams the prefetchers do not follow: one Zen 5
   //     core ran a decode step at d4096 with 32 KV heads on such a cache
   //     1.15x faster this way, and with 8 KV heads (4 KiB a token) 0.97x.
-  void AccumulateValues(const Heads& heads, std::size_t j0, std::size_t n) {
+  void AccumulateValues(std::size_t j0, std::size_t n) {
     constexpr std::size_t kPage = 4096;
     if (a_.v_layout.token * sizeof(KV) <= kPage) {
-      AccumulateValueStrips(heads, j0, n);
+      AccumulateValueStrips(j0, n);
     } else {
-      AccumulateValuesInMemoryOrder(heads, j0, n);
+      AccumulateValuesInMemoryOrder(j0, n);
     }
   }
 
@@ -353,13 +368,12 @@ class DecodeRange {
   // in strips of 8 / rows vectors, summed over the block in registers: each
   // V row is loaded once for the chunk, and O once per block; eight sums,
   // eight independent chains of multiply-adds.
-  void AccumulateValueStrips(const Heads& heads, std::size_t j0,
-                             std::size_t n) {
-    for (std::size_t kv_head = heads.begin; kv_head < heads.end; ++kv_head) {
+  void AccumulateValueStrips(std::size_t j0, std::size_t n) {
+    for (std::size_t kv_head = kv_begin_; kv_head < kv_end_; ++kv_head) {
       const KV* values = detail::ValueRow<KV>(a_, b_, kv_head, j0);
-      ForRowChunks(heads.rows_each, [&](auto rows, std::size_t first) {
+      ForRowChunks(rows_each_, [&](auto rows, std::size_t first) {
         constexpr std::size_t kRows = decltype(rows)::value;
-        const std::size_t r = kv_head * heads.rows_each + first;
+        const std::size_t r = FirstRow(kv_head) + first;
         AddValueStrips<kRows, 8 / kRows>(r, values, j0, n, 0);
       });
     }
@@ -463,19 +477,16 @@ class DecodeRange {
 
   // Four keys at a time, every KV head of the pass, each V vector loaded
   // once for the rows of its group (in chunks of 4), the sums in block_sums_.
-  void AccumulateValuesInMemoryOrder(const Heads& heads, std::size_t j0,
-                                     std::size_t n) {
+  void AccumulateValuesInMemoryOrder(std::size_t j0, std::size_t n) {
     const std::size_t token = a_.v_layout.token;
-    float* sums = block_sums_ + heads.first_row() * dim_;
-    std::memset(sums, 0,
-                (heads.end_row() - heads.first_row()) * dim_ * sizeof(float));
+    std::memset(block_sums_, 0, rows_ * dim_ * sizeof(float));
     for (std::size_t j = 0; j < n;) {
       const bool four = j + 4 <= n;
-      for (std::size_t kv_head = heads.begin; kv_head < heads.end; ++kv_head) {
+      for (std::size_t kv_head = kv_begin_; kv_head < kv_end_; ++kv_head) {
         const KV* v = detail::ValueRow<KV>(a_, b_, kv_head, j0 + j);
-        ForRowChunks(heads.rows_each, [&](auto rows, std::size_t first) {
+        ForRowChunks(rows_each_, [&](auto rows, std::size_t first) {
           constexpr std::size_t kRows = decltype(rows)::value;
-          const std::size_t r = kv_head * heads.rows_each + first;
+          const std::size_t r = FirstRow(kv_head) + first;
           if (four) {
             AddKeys<4, kRows>(r, j, v, token);
           } else {
@@ -487,7 +498,7 @@ class DecodeRange {
     }
     const FloatTag d;
     const std::size_t lanes = hn::Lanes(d);
-    for (std::size_t r = heads.first_row(); r < heads.end_row(); ++r) {
+    for (std::size_t r = 0; r < rows_; ++r) {
       const float* sum = block_sums_ + r * dim_;
       float* o = outputs_ + r * dim_;
       auto finite = hn::FirstN(d, lanes);
@@ -495,7 +506,7 @@ class DecodeRange {
         finite = hn::And(finite, hn::IsFinite(hn::LoadU(d, sum + c)));
       }
       if (!hn::AllTrue(d, finite)) {
-        const std::size_t kv_head = r / heads.rows_each;
+        const std::size_t kv_head = kv_begin_ + r / rows_each_;
         detail::AddVisibleValues(a_, Query(r), j0, Visible(r, j0, n),
                                  detail::ValueRow<KV>(a_, b_, kv_head, j0),
                                  token, scores_ + r * block_, o, 0, dim_);
@@ -538,11 +549,13 @@ class DecodeRange {
   const detail::AttentionArgs& a_;
   const AttentionShape& s_;
   static constexpr std::size_t kMaxBlock = 256;  // keys per block, at most
-  const std::size_t b_, key_begin_, rows_, group_, dim_;
-  const std::size_t heads_per_pass_;  // KV heads walked together (see Run)
-  const std::size_t block_;           // keys per block (KeysPerBlock)
-  const bool prefetch_;               // K and V ahead of use (see Run)
-  const std::size_t key_lead_;        // keys K is prefetched ahead (see Run)
+  const std::size_t b_, kv_begin_, kv_end_, key_begin_;
+  const std::size_t group_;      // query heads per KV head
+  const std::size_t rows_each_;  // rows per KV head: group_ x q_len
+  const std::size_t rows_, dim_;
+  const std::size_t block_;     // keys per block (KeysPerBlock)
+  const bool prefetch_;         // K and V ahead of use (see Run)
+  const std::size_t key_lead_;  // keys K is prefetched ahead (see Run)
   std::size_t keys_end_;
   float *queries_, *scores_, *outputs_, *block_sums_, *max_, *sum_;
   std::size_t* end_;

@@ -35,20 +35,22 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 // Lists the rows, and the (row of a, row of b) pairs, for the macros below.
 #define MHA_DOT_ROWS(X) X(0) X(1) X(2) X(3)
-#define MHA_DOT_PAIRS(X)                                                  \
-  X(0, 0)                                                                 \
-  X(0, 1)                                                                 \
-  X(0, 2) X(0, 3) X(1, 0) X(1, 1) X(1, 2) X(1, 3) X(2, 0) X(2, 1) X(2, 2) \
-      X(2, 3) X(3, 0) X(3, 1) X(3, 2) X(3, 3)
+// clang-format off
+#define MHA_DOT_PAIRS(X)                                                    \
+  X(0, 0) X(0, 1) X(0, 2) X(0, 3) X(1, 0) X(1, 1) X(1, 2) X(1, 3)           \
+  X(2, 0) X(2, 1) X(2, 2) X(2, 3) X(3, 0) X(3, 1) X(3, 2) X(3, 3)
+// clang-format on
 
-// Where a row of b holds step p: rows stored whole (`segment` >= k), or cut
-// in segments of `segment` steps (a multiple of the vector length), each
-// `segment_stride` elements after the one before (W_k's rows across its
-// packed panels).
+// Where a row of b holds step p: rows stored whole (`segment` >= k and
+// `segment_stride` 0, which spares a 64-bit division per dot product: the
+// decode logits loop makes one per key and chunk of query rows, and the
+// divide showed in its profile), or cut in segments of `segment` steps (a
+// multiple of the vector length), each `segment_stride` elements after the one
+// before (W_k's rows across its packed panels).
 struct RowSegments {
   std::size_t segment, segment_stride;
   std::size_t Offset(std::size_t p) const {
-    return p / segment * segment_stride + p % segment;
+    return segment_stride == 0 ? p : p / segment * segment_stride + p % segment;
   }
 };
 
