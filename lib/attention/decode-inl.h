@@ -211,7 +211,7 @@ class DecodeRange {
     return keys;
   }
 
-  // Whether K and V of a block of `keys` keys over a pass's heads (two runs
+  // Whether K and V of a block of `keys` keys over the task's heads (two runs
   // of that many rows) fit in half of L2.
   bool TwoBlocksFitHalfOfL2(std::size_t keys) const {
     const std::size_t block_bytes =
@@ -244,8 +244,12 @@ class DecodeRange {
   // product read 1.7-1.9x as fast in cache (256 keys a head) but 0.78-0.91x
   // as fast from DRAM (2048 keys, L3 evicted); the logits of one block
   // interleaved with the P V of the block before, 1.4x in cache but
-  // 0.95-1.05x from DRAM. So from DRAM this loop's speed is not what limits
-  // the rate (see Run), and the faster forms were not kept.
+  // 0.95-1.05x from DRAM. The same loop with the row chunks outside the keys
+  // and each K row found by a stride instead of KeyRow: 1.42x in cache at 8
+  // KV heads (group 4) and 1.52x at 32, but 0.66-0.75x and 0.87x from DRAM,
+  // whatever the software prefetches (none, no V, K 2 to 16 KiB ahead). So
+  // from DRAM this loop's speed is not what limits the rate (see Run), and
+  // the faster forms were not kept.
   void ComputeLogits(std::size_t j0, std::size_t n) {
     for (std::size_t j = 0; j < n; ++j) {
       for (std::size_t kv_head = kv_begin_; kv_head < kv_end_; ++kv_head) {
