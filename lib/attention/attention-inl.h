@@ -142,7 +142,7 @@ void RunDecode(const detail::AttentionArgs& a) {
       },
       [&](std::size_t piece, std::size_t r) -> float* {
         return detail::OutputRow(a, piece / head_pieces,
-                                 kv_begin(piece) * group + r / s.q_len,
+                                 DecodeRange<KV>::HeadOf(s, kv_begin(piece), r),
                                  r % s.q_len);
       });
 }
