@@ -58,6 +58,23 @@ inline void Report(benchmark::State& state, double flops, double bytes = 0.0,
   }
 }
 
+// Reads one float per 64-byte line of a 256 MiB buffer, so that the next
+// timed iteration finds nothing of its own in any cache and pays no
+// write-back for lines an untimed setup dirtied, as a decode step does when
+// a model's other layers ran in between. 256 MiB is twice the largest
+// last-level cache of the servers mha targets (Sapphire Rapids: 105 MiB;
+// Zen 5: 32 MiB per CCD), a constant because VMs misreport it (this
+// project's Zen 5 VM: sysconf says 508 MiB, /sys has no L3).
+inline void EvictCaches() {
+  constexpr std::size_t kBytes = std::size_t{256} << 20, kLine = 64;
+  static const std::vector<float> buffer(kBytes / sizeof(float), 1.0f);
+  float sum = 0.0f;
+  for (std::size_t i = 0; i < buffer.size(); i += kLine / sizeof(float)) {
+    sum += buffer[i];
+  }
+  benchmark::DoNotOptimize(sum);
+}
+
 // Multiply-adds in causal attention: query i sees min(kv, i + kv - q + 1) keys.
 inline double VisiblePairs(std::size_t q_len, std::size_t kv_len, bool causal) {
   if (!causal) return static_cast<double>(q_len) * kv_len;

@@ -332,6 +332,7 @@ void DecodeStep(benchmark::State& state, mha::Precision precision) {
     for (auto _ : state) {
       state.PauseTiming();
       cache = prefilled;  // back to `context` tokens
+      EvictCaches();
       state.ResumeTiming();
       layer.forward_cached(token.data(), 1, 1, cache, out.data());
     }
@@ -382,6 +383,9 @@ void BM_DecodeStepOpenBLAS(benchmark::State& state) {
   WithThreads(s.threads, [&] {
     SetPeerThreads(1);  // OpenBLAS runs inside oneTBB's tasks, one each
     for (auto _ : state) {
+      state.PauseTiming();
+      EvictCaches();
+      state.ResumeTiming();
       ParallelSgemv(d, d, token.data(), wq.data(), q.data());
       ParallelSgemv(kv, d, token.data(), wk.data(),
                     keys.data() + s.context * kv);
