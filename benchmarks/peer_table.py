@@ -152,10 +152,10 @@ def main():
     args = parse_args()
     context, medians = measure(args)
     limits = peaks(medians)
+    caches = ", ".join(f"L{c['level']} {c['size'] // 1024} KiB" for c in context["caches"]
+                       if c["type"] != "Instruction")
     print(f"{context.get('host_name', '')}: {context['num_cpus']} CPUs at "
-          f"{context['mhz_per_cpu']} MHz; caches "
-          + ", ".join(f"L{c['level']} {c['size'] // 1024} KiB" for c in context["caches"]
-                      if c["type"] != "Instruction"))
+          f"{context['mhz_per_cpu']} MHz; caches {caches or 'not reported (no /sys cache entries)'}")
     for threads, (fma, read) in sorted(limits.items()):
         print(f"measured on {threads} thread(s): FMA peak {fma:.1f} GFLOP/s, "
               f"DRAM read {read:.1f} GB/s")
