@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -28,25 +27,8 @@ std::string ReadLine(const std::string& path) {
   return line;
 }
 
-// CPUs named by a shared_cpu_list such as "0-1" or "0,2,4".
-std::size_t CountCpus(const std::string& list) {
-  std::size_t count = 0, start = 0;
-  while (start < list.size()) {
-    const std::size_t comma = std::min(list.find(',', start), list.size());
-    const std::string range = list.substr(start, comma - start);
-    const std::size_t dash = range.find('-');
-    if (dash == std::string::npos) {
-      count += 1;
-    } else {
-      count += std::stoul(range.substr(dash + 1)) - std::stoul(range) + 1;
-    }
-    start = comma + 1;
-  }
-  return std::max<std::size_t>(count, 1);
-}
-
 CacheSizes FromSysfs() {
-  CacheSizes sizes{0, 0, 0, 0, 0};
+  CacheSizes sizes{0, 0, 0, 0};
   for (int index = 0; index < 8; ++index) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" +
                             std::to_string(index) + "/";
@@ -60,9 +42,6 @@ CacheSizes FromSysfs() {
       sizes.line = ParseSize(ReadLine(dir + "coherency_line_size"));
     }
     if (level == "2" && type != "Instruction") sizes.l2 = size;
-    if (level == "3" && type != "Instruction") {
-      sizes.l3_per_core = size / CountCpus(ReadLine(dir + "shared_cpu_list"));
-    }
   }
   return sizes;
 }
@@ -89,7 +68,6 @@ CacheSizes Detect() {
     sizes.line = kShortestCacheLine;
   }
   if (sizes.l2 < (256u << 10) || sizes.l2 > (64u << 20)) sizes.l2 = 1u << 20;
-  if (sizes.l3_per_core > (256u << 20)) sizes.l3_per_core = 2u << 20;
   return sizes;
 }
 

@@ -8,18 +8,16 @@
 namespace mha::detail {
 
 struct CacheSizes {
-  std::size_t l1d;          // bytes of L1 data cache per core
-  std::size_t l1d_ways;     // its associativity
-  std::size_t line;         // bytes of its cache line
-  std::size_t l2;           // bytes of L2 per core
-  std::size_t l3_per_core;  // bytes of the last level, divided by the cores
-                            // that share it (0 when there is none)
+  std::size_t l1d;       // bytes of L1 data cache per core
+  std::size_t l1d_ways;  // its associativity
+  std::size_t line;      // bytes of its cache line
+  std::size_t l2;        // bytes of L2 per core
 };
 
 // From /sys/devices/system/cpu/cpu0/cache (Linux, x86 and Arm), else from
-// sysconf, else typical sizes (48 KiB, 1 MiB, 2 MiB, 64-byte lines). Sizes a
-// VM reports that are not plausible (an L2 below 256 KiB, say) fall back
-// likewise.
+// sysconf, else typical sizes (48 KiB 8-way L1d, 1 MiB L2, 64-byte lines).
+// Sizes a VM reports that are not plausible (an L2 below 256 KiB, say) fall
+// back likewise.
 const CacheSizes& MachineCaches();
 
 // The shortest cache line of the CPUs mha targets (x86 and Arm servers: 64
