@@ -61,7 +61,7 @@ inline void Report(benchmark::State& state, double flops, double bytes = 0.0,
 // Reads one float per 64-byte line of a 256 MiB buffer, so that the next
 // timed iteration finds nothing of its own in any cache and pays no
 // write-back for lines an untimed setup dirtied, as a decode step does when
-// a model's other layers ran in between. 256 MiB is twice the largest
+// a model's other layers ran in between. 256 MiB is over twice the largest
 // last-level cache of the servers mha targets (Sapphire Rapids: 105 MiB;
 // Zen 5: 32 MiB per CCD), a constant because VMs misreport it (this
 // project's Zen 5 VM: sysconf says 508 MiB, /sys has no L3).
