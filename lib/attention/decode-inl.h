@@ -89,8 +89,7 @@ class DecodeRange {
         kv_begin_(kv_begin),
         kv_end_(kv_end),
         key_begin_(key_begin),
-        group_(s_.num_heads / s_.num_kv_heads),
-        rows_each_(group_ * s_.q_len),
+        rows_each_(s_.num_heads / s_.num_kv_heads * s_.q_len),
         rows_((kv_end - kv_begin) * rows_each_),
         dim_(s_.head_dim),
         block_(KeysPerBlock()),
@@ -563,8 +562,7 @@ class DecodeRange {
   const AttentionShape& s_;
   static constexpr std::size_t kMaxBlock = 256;  // keys per block, at most
   const std::size_t b_, kv_begin_, kv_end_, key_begin_;
-  const std::size_t group_;      // query heads per KV head
-  const std::size_t rows_each_;  // rows per KV head: group_ x q_len
+  const std::size_t rows_each_;  // rows per KV head: query heads x q_len
   const std::size_t rows_, dim_;
   const std::size_t block_;     // keys per block (KeysPerBlock)
   const bool prefetch_;         // K and V ahead of use (see Run)
