@@ -42,6 +42,8 @@ namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr std::size_t kGemvRows = 4;
 constexpr std::size_t kGemvPrefetchFloats = 384;
+// Rows of B in place that GemvRows multiplies in one pass over the sums.
+constexpr std::size_t kGemvRowsPerPass = 8;
 
 template <std::size_t kValue>
 using Constant = std::integral_constant<std::size_t, kValue>;
@@ -136,18 +138,20 @@ HWY_INLINE void GemvPanels(const detail::GemmArgs& g, const BElement* panel,
 // streams: on Zen 4, 1 x 4096 x 4096 read 15-20 GB/s with four rows per
 // pass and 18-21 with eight. The order of the additions is fixed by the
 // shape.
-// Each of the eight rows is prefetched kGemvPrefetchFloats ahead of its
-// loads: the hardware prefetchers restart on every row of B. 1 x 4096 x
-// 4096 on Zen 5, against cblas_sgemv in the same process: without it (and
-// chunks of 2048 columns, see Gemv), 0.77-0.89 of its rate on 1 thread and
-// 0.60-0.98 on 2; with it 1.5 KiB ahead, 0.84-0.87 and 1.08-1.14. From 0.5
-// to 4 KiB ahead, rates differed by up to 15%; 1.5 KiB was best on 2.
-inline void GemvRows(const detail::GemmArgs& g, std::size_t j0,
-                     std::size_t width, std::size_t p0, std::size_t p1,
-                     float* HWY_RESTRICT sums) {
+// With kPrefetch, each of the eight rows is prefetched kGemvPrefetchFloats
+// ahead of its loads: the hardware prefetchers restart on every row of B.
+// 1 x 4096 x 4096 on Zen 5, against cblas_sgemv in the same process:
+// without it (and chunks of 2048 columns, see Gemv), 0.77-0.89 of its rate
+// on 1 thread and 0.60-0.98 on 2; with it 1.5 KiB ahead, 0.84-0.87 and
+// 1.08-1.14. From 0.5 to 4 KiB ahead, rates differed by up to 15%; 1.5 KiB
+// was best on 2. Gemv says when it pays.
+template <bool kPrefetch>
+void GemvRows(const detail::GemmArgs& g, std::size_t j0, std::size_t width,
+              std::size_t p0, std::size_t p1, float* HWY_RESTRICT sums) {
   const FloatTag d;
   const std::size_t lanes = hn::Lanes(d), ld = g.ldb;
   std::size_t p = p0;
+  static_assert(kGemvRowsPerPass == 8, "the pass below names eight rows");
   for (; p + 8 <= p1; p += 8) {
     const float* HWY_RESTRICT b = g.b + p * ld + j0;
     for (std::size_t i = 0; i < g.m; ++i) {
@@ -161,8 +165,10 @@ inline void GemvRows(const detail::GemmArgs& g, std::size_t j0,
       const FloatVec a7 = hn::Set(d, ElementA(g, i, p + 7));
       float* HWY_RESTRICT row = sums + i * width;
       for (std::size_t j = 0; j < width; j += lanes) {
-        for (std::size_t r = 0; r < 8; ++r) {
-          hwy::Prefetch(b + r * ld + j + kGemvPrefetchFloats);
+        if constexpr (kPrefetch) {
+          for (std::size_t r = 0; r < kGemvRowsPerPass; ++r) {
+            hwy::Prefetch(b + r * ld + j + kGemvPrefetchFloats);
+          }
         }
         FloatVec even = hn::Load(d, row + j);
         FloatVec odd = hn::Mul(a1, hn::LoadU(d, b + ld + j));
@@ -304,15 +310,28 @@ inline void Gemv(const detail::GemmArgs& g) {
   const std::size_t range_k = (g.k + ranges - 1) / ranges;
   const std::size_t stride = g.m * width;  // floats of one task's sums
   detail::PooledBuffer partial(chunks * ranges * stride);
-  detail::ForEachTask(chunks * ranges, double(g.m) * g.n * g.k,
-                      [&](std::size_t t) {
-                        const std::size_t chunk = t / ranges, r = t % ranges;
-                        const std::size_t j0 = chunk * width;
-                        float* sums = partial.get() + t * stride;
-                        std::fill(sums, sums + stride, 0.0f);
-                        GemvRows(g, j0, std::min(width, full - j0), r * range_k,
-                                 std::min(g.k, (r + 1) * range_k), sums);
-                      });
+  // B's rows are usually a multiple of 4 KiB apart, so a pass's eight lines
+  // of one column fall into one set of L1, and lines prefetched ahead fill
+  // whole sets. Only where L1 has more ways than a pass has rows do the sums
+  // keep a way in them: on Zen 3 (32 KiB, 8 ways) prefetching 1.5 KiB ahead
+  // read 15.0-16.1 GB/s where no prefetch read 19.1-20.8 (cblas_sgemv
+  // 19.2-21.3) on 1 thread, 26.8 and 29.5-32.1 (29.7-31.4) on 2; 1 KiB ahead
+  // 16.4-16.7; 256 bytes ahead as none. Zen 5 (48 KiB, 12 ways): above.
+  const bool prefetch = detail::MachineCaches().l1d_ways > kGemvRowsPerPass;
+  detail::ForEachTask(
+      chunks * ranges, double(g.m) * g.n * g.k, [&](std::size_t t) {
+        const std::size_t chunk = t / ranges, r = t % ranges;
+        const std::size_t j0 = chunk * width;
+        float* sums = partial.get() + t * stride;
+        std::fill(sums, sums + stride, 0.0f);
+        const std::size_t w = std::min(width, full - j0), first = r * range_k,
+                          end = std::min(g.k, (r + 1) * range_k);
+        if (prefetch) {
+          GemvRows<true>(g, j0, w, first, end, sums);
+        } else {
+          GemvRows<false>(g, j0, w, first, end, sums);
+        }
+      });
   for (std::size_t chunk = 0; chunk < chunks; ++chunk) {
     const std::size_t j0 = chunk * width, w = std::min(width, full - j0);
     float* sums = partial.get() + chunk * ranges * stride;
