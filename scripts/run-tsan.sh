@@ -23,20 +23,10 @@ cd "$(dirname "$0")/.."
 root=$PWD
 out=build-tsan
 
-sudo=""
-[ "$(id -u)" -eq 0 ] || sudo="sudo"
-need=()
-command -v clang++ >/dev/null || need+=(clang)
-[ -e "$(clang++ -print-file-name=libclang_rt.tsan-x86_64.a 2>/dev/null || echo /none)" ] ||
-  need+=(libclang-rt-14-dev)
-command -v dpkg-source >/dev/null || need+=(dpkg-dev)
-command -v xz >/dev/null || need+=(xz-utils)
-if [ ${#need[@]} -gt 0 ]; then
-  echo "run-tsan: installing ${need[*]}"
-  export DEBIAN_FRONTEND=noninteractive
-  $sudo apt-get update -qq
-  $sudo apt-get install -y -qq --no-install-recommends "${need[@]}"
-fi
+source scripts/sanitizer-build.sh
+install_clang_sanitizers
+# apt-get source unpacks with dpkg-source (dpkg-dev) and xz.
+bash scripts/install-missing.sh dpkg-dev xz-utils
 
 tbb_args=()
 if [ "${MHA_TSAN_SYSTEM_TBB:-0}" != 1 ]; then
@@ -79,17 +69,15 @@ EOF
             -DCMAKE_BUILD_RPATH="$prefix/lib")
 fi
 
-# Line tables only (-gline-tables-only): all a report needs. Full -g slowed
-# GCC's ASan build of the GEMM by half (scripts/run-sanitizers.sh); clang's
-# gain here was not measured. The targets of the sanitizer build, every
-# vector width (run-sanitizers.sh).
+# Line tables only (-gline-tables-only): all a report needs; the targets of
+# every checking build (checking_build_omitted_targets).
 flags="-fsanitize=thread -fno-omit-frame-pointer"
 CXX=clang++ cmake -S . -B $out -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS="$flags" \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O2 -gline-tables-only -DNDEBUG" \
   -DCMAKE_EXE_LINKER_FLAGS="-fsanitize=thread" \
   -DCMAKE_SHARED_LINKER_FLAGS="-fsanitize=thread" \
-  -DMHA_BUILD_BENCHMARKS=OFF -DMHA_BUILD_EXAMPLES=OFF -DMHA_OMIT_TARGETS=AVX3_DL,SSSE3 \
+  -DMHA_BUILD_BENCHMARKS=OFF -DMHA_BUILD_EXAMPLES=OFF -DMHA_OMIT_TARGETS="$(checking_build_omitted_targets)" \
   "${tbb_args[@]}" >/dev/null
 cmake --build $out -j2 --target mha_tests
 echo "run-tsan: mha_tests uses $(ldd $out/tests/mha_tests | grep -o '[^ ]*libtbb[^ ]*' | tail -1)"

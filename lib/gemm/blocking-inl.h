@@ -14,10 +14,10 @@
 //      A sliver: nc = half of L2 / (kc * 4 bytes), in whole panels, for the
 //      product's own slice depth (2048 x 2048 x 64, B transposed: 91
 //      GFLOP/s with nc from k = 64, 84 with nc from the deepest slice).
-//   A task covers mc rows x nc columns of C for all of k (k is never split:
-//      results do not depend on the thread count); its B block is packed
-//      once per kc slice and reused by mc / kTileRows slivers, so mc bounds
-//      the packing cost (1 / mc of the multiply-adds).
+//   A task covers all rows x nc columns of C for all of k (k is never
+//      split: results do not depend on the thread count), its B block
+//      packed once per kc slice; GemmGrid (gemm-inl.h) splits rows and
+//      columns further only to give every thread work.
 // The sweep by pairs of panels (gemm-inl.h) turns this around for products
 // that need several slices: L1 holds an A tile of kWideTileRows rows, so
 // slices go deeper (SweepDepth), and L2 a pair of B panels with a chunk of
@@ -46,7 +46,6 @@ namespace HWY_NAMESPACE {
 
 struct GemmBlocking {
   std::size_t kc;  // the deepest slice of k
-  std::size_t mc;  // rows of C per task: whole tiles
 };
 
 inline GemmBlocking MachineBlocking() {
@@ -57,7 +56,6 @@ inline GemmBlocking MachineBlocking() {
   b.kc = std::clamp<std::size_t>(
              caches.l1d * 3 / 4 / (kTileRows * sizeof(float)), 64, 1024) /
          8 * 8;
-  b.mc = kTileRows * 16;
   return b;
 }
 
