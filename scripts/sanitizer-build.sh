@@ -22,7 +22,7 @@ install_clang_sanitizers() {
 #     same vector widths;
 #   - AVX3 too when this CPU lacks AVX-512: its tests could not run here.
 # AVX3 (16 lanes) where the CPU has it, AVX2 (8), SSE4 (4) and the fallback
-# remain; Arm's runs (run-tests-arm.sh) add NEON and SVE at 128 to 2048 bits.
+# remain; Arm's runs (run-tests-arm.sh) add NEON and SVE at 128 to 512 bits.
 checking_build_omitted_targets() {
   local omitted=AVX3_DL,SSSE3
   grep -qw avx512f /proc/cpuinfo || omitted+=,AVX3
