@@ -49,7 +49,8 @@ inline std::size_t KeyRanges(std::size_t tasks, std::size_t kv_len,
 // Runs task(t, state) for every task, each covering one of `ranges` key
 // ranges of a piece of `rows` rows, with `state` where it exports them (null
 // when the keys are not split: the task writes its outputs itself); then
-// merges each piece's rows with merge_into(piece, row, out row).
+// merges each piece's rows into output_row(piece, row) (null: a row past
+// the piece's end, skipped).
 template <class Task, class OutputRowOf>
 void RunWithKeyRanges(const detail::AttentionArgs& a, std::size_t pieces,
                       std::size_t ranges, std::size_t rows, Task&& task,

@@ -30,6 +30,7 @@
 #include "lib/common/prefetch.h"
 #include "lib/common/scratch.h"
 #include "lib/common/wide_load-inl.h"
+#include "lib/gemm/microkernel-inl.h"
 #include "lib/gemm/tile_shape-inl.h"
 #include "lib/softmax/exp2-inl.h"
 #include "lib/softmax/row-inl.h"
@@ -189,7 +190,6 @@ class DecodeRange {
     }
   }
 
-  std::size_t rows() const { return rows_; }
   std::size_t Head(std::size_t r) const { return HeadOf(s_, kv_begin_, r); }
 
   // The query head of row r of a task whose KV heads start at kv_begin.
@@ -269,7 +269,7 @@ class DecodeRange {
                 detail::KeyRow<KV>(a_, b_, kv_head, j0 + j + key_lead_));
           }
         }
-        ForRowChunks(rows_each_, [&](auto rows, std::size_t first) {
+        ForTilePieces<4>(rows_each_, [&](auto rows, std::size_t first) {
           const std::size_t r = FirstRow(kv_head) + first;
           DotRows<decltype(rows)::value, 1>(
               queries_ + r * dim_, dim_, key, 0, dim_, RowSegments{dim_, 0},
@@ -283,19 +283,6 @@ class DecodeRange {
       std::fill(s + visible, s + n, kNegInf);
       FinishLogits(r, s, detail::BiasRow(a_, Query(r), j0), visible);
     }
-  }
-
-  // Covers rows [0, count) with chunks of 4, 2 and 1 rows, calling
-  // f(std::integral_constant<size_t, R>(), first_row).
-  template <class F>
-  static void ForRowChunks(std::size_t count, F&& f) {
-    std::size_t first = 0;
-    auto chunks_of = [&](auto rows) {
-      for (; count - first >= rows(); first += rows()) f(rows, first);
-    };
-    chunks_of(std::integral_constant<std::size_t, 4>());
-    chunks_of(std::integral_constant<std::size_t, 2>());
-    chunks_of(std::integral_constant<std::size_t, 1>());
   }
 
   // The visible logits of row r: a -inf bias hides the key whatever its
@@ -383,7 +370,7 @@ class DecodeRange {
   void AccumulateValueStrips(std::size_t j0, std::size_t n) {
     for (std::size_t kv_head = kv_begin_; kv_head < kv_end_; ++kv_head) {
       const KV* values = detail::ValueRow<KV>(a_, b_, kv_head, j0);
-      ForRowChunks(rows_each_, [&](auto rows, std::size_t first) {
+      ForTilePieces<4>(rows_each_, [&](auto rows, std::size_t first) {
         constexpr std::size_t kRows = decltype(rows)::value;
         const std::size_t r = FirstRow(kv_head) + first;
         AddValueStrips<kRows, 8 / kRows>(r, values, j0, n, 0);
@@ -496,7 +483,7 @@ class DecodeRange {
       const bool four = j + 4 <= n;
       for (std::size_t kv_head = kv_begin_; kv_head < kv_end_; ++kv_head) {
         const KV* v = detail::ValueRow<KV>(a_, b_, kv_head, j0 + j);
-        ForRowChunks(rows_each_, [&](auto rows, std::size_t first) {
+        ForTilePieces<4>(rows_each_, [&](auto rows, std::size_t first) {
           constexpr std::size_t kRows = decltype(rows)::value;
           const std::size_t r = FirstRow(kv_head) + first;
           if (four) {

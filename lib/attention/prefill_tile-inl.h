@@ -31,7 +31,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstring>
-#include <limits>
 #include <type_traits>
 
 #include "hwy/highway.h"

@@ -17,7 +17,8 @@
 //   A task covers all rows x nc columns of C for all of k (k is never
 //      split: results do not depend on the thread count), its B block
 //      packed once per kc slice; GemmGrid (gemm-inl.h) splits rows and
-//      columns further only to give every thread work.
+//      columns further only to give every thread work. (Where A is copied,
+//      all tasks run one slice before the next is copied: gemm-inl.h.)
 // The sweep by pairs of panels (gemm-inl.h) turns this around for products
 // that need several slices: L1 holds an A tile of kWideTileRows rows, so
 // slices go deeper (SweepDepth), and L2 a pair of B panels with a chunk of

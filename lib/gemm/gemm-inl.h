@@ -1,7 +1,8 @@
-// The blocked SGEMM driver. C is cut into blocks of mc rows x nc columns (a
-// function of the shape only); each block is one task that runs all of k in
-// kc slices, so every element of C is computed by the same sequence of
-// operations whatever the thread count. Per slice, the task brings its B
+// The blocked SGEMM driver. C is cut into blocks of mc rows x nc columns
+// (GemmGrid: the cut may follow the thread count, the slices of k never
+// do); each block is one task that runs all of k in kc slices, so every
+// element of C is computed by the same sequence of operations whatever the
+// thread count. Per slice, the task brings its B
 // block into panel form (packed, pre-packed, or B's own rows), then sweeps
 // it (Sweep): each A sliver (kTileRows rows, copied or read in place) past
 // every B panel, or, for products deep and tall enough, each pair of B
@@ -184,8 +185,8 @@ HWY_INLINE void MultiplyPanelRun(const AOperand& a, std::size_t rows,
   });
 }
 
-// Rows [i0, i0 + rows) and steps [p0, p0 + kc) of op(A) against the B panels
-// of columns [j0, j0 + nc), stored through `epilogue`: by pairs of panels
+// The first `rows` rows and `kc` steps of `a` against the B panels of
+// columns [j0, j0 + nc), stored through `epilogue`: by pairs of panels
 // with the wide tile (kWide), else one panel at a time.
 template <bool kWide, class AOperand, class T>
 HWY_INLINE void MultiplySliver(const AOperand& a, std::size_t rows,

@@ -28,7 +28,6 @@
 #include "lib/common/dot_rows-inl.h"
 #include "lib/common/parallel.h"
 #include "lib/common/prefetch.h"
-#include "lib/common/scratch.h"
 #include "lib/common/storage.h"
 #include "lib/common/wide_load-inl.h"
 #include "lib/gemm/epilogue-inl.h"

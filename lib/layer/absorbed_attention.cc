@@ -1,5 +1,5 @@
 // The absorbed order of attention (absorbed_attention.h), one sequence at a
-// time, in five products, the last four on the library's GEMM:
+// time, in five steps, 2, 4 and 5 on the library's GEMM:
 //   1. queries absorbed into the key weights, Q'[(h, i), :] = scale q_{i,h}
 //      W_k,g^T, dot products over W_k,g's packed panels as stored
 //      (absorb_queries.h);

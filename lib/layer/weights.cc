@@ -1,5 +1,6 @@
-// MultiHeadAttention's construction and weights: validation, copying from
-// either layout into the fused [in, out] storage, and random initialization.
+// MultiHeadAttention's construction and weights: validation, packing from
+// either layout into the GEMM's panels (layer_weights.cc), and random
+// initialization.
 
 #include <cmath>
 #include <cstdint>
