@@ -67,8 +67,14 @@ std::vector<double> ReferenceSoftmax(const float* x, std::size_t ldx,
   std::vector<double> result;
   for (std::size_t r = 0; r < rows; ++r) {
     std::vector<double> logits(cols);
-    for (std::size_t j = 0; j < cols; ++j) logits[j] = scale * x[r * ldx + j];
-    // softmax's -inf entries get 0; its NaN and +inf make the row NaN.
+    // softmax's -inf entries get 0 whatever the scale; NaN and +inf after
+    // scaling make the row NaN.
+    for (std::size_t j = 0; j < cols; ++j) {
+      const float v = x[r * ldx + j];
+      logits[j] = v == -std::numeric_limits<float>::infinity()
+                      ? -std::numeric_limits<double>::infinity()
+                      : scale * v;
+    }
     const std::vector<double> p =
         SoftmaxOf(logits, std::vector<bool>(cols, false));
     result.insert(result.end(), p.begin(), p.end());

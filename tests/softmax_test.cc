@@ -114,7 +114,9 @@ TEST_P(SoftmaxTest, NegativeInfinityEntriesAndRows) {
     x[cols + j] = -kInf;  // row 1: all hidden
   for (std::size_t j = 1; j < cols; ++j)
     x[2 * cols + j] = -kInf;  // row 2: one visible
-  Check(x, 4, cols, 1.0f);
+  // A scale <= 0 must not turn a hidden entry into +inf (the row's max) or
+  // NaN (0 x -inf).
+  for (float scale : {1.0f, -0.5f, 0.0f}) Check(x, 4, cols, scale);
   std::vector<float> y(4 * cols, kNaN);
   mha::softmax(x.data(), cols, y.data(), cols, 4, cols);
   for (std::size_t j = 0; j < cols; ++j) EXPECT_EQ(y[cols + j], 0.0f);

@@ -204,10 +204,27 @@ inline void ScaleRow(float* HWY_RESTRICT y, std::size_t n, float factor) {
   }
 }
 
+// y = scale * x, except that a -inf entry (a hidden one) stays -inf: a
+// scale <= 0 would make it +inf or NaN. The rare path of non-positive
+// scales, plain scalar code; the logits then round once more than on the
+// fused path (at most L 2^-24 more, L the row's largest |scale * x|).
+inline void ScaleKeepingHidden(const float* x, float* y, std::size_t n,
+                               float scale) {
+  for (std::size_t c = 0; c < n; ++c) {
+    y[c] = x[c] == kNegInf ? kNegInf : scale * x[c];
+  }
+}
+
 // The softmax of one row of scale * x into y (which may be x), computed in
-// base 2. A row whose maximum is -inf (all entries -inf, or n == 0) sees
-// nothing: all zeros. A row holding NaN or +inf is all NaN.
+// base 2. -inf entries of x get 0 whatever the scale. A row whose maximum is
+// -inf (all entries -inf, or n == 0) sees nothing: all zeros. A row holding
+// NaN or +inf (after scaling) is all NaN.
 inline void SoftmaxRow(const float* x, float* y, std::size_t n, float scale) {
+  if (!(scale > 0.0f)) {
+    ScaleKeepingHidden(x, y, n, scale);
+    x = y;
+    scale = 1.0f;
+  }
   const float scale2 = scale * kLog2e;
   const float x_max = RowExtreme(x, n, scale);
   const float max = scale2 * x_max;
