@@ -328,7 +328,7 @@ class DecodeRange {
   void SoftmaxStep(std::size_t r, std::size_t j0, std::size_t n) {
     const std::size_t visible = Visible(r, j0, n);
     float* s = scores_ + r * block_;
-    const float block_max = RowExtreme(s, visible, 1.0f);
+    const float block_max = RowMax(s, visible);
     const float new_max = std::max(max_[r], block_max);
     if (new_max == kNegInf) {  // nothing seen yet
       std::memset(s, 0, visible * sizeof(float));

@@ -2,12 +2,11 @@
 // (GemmGrid: the cut may follow the thread count, the slices of k never
 // do); each block is one task that runs all of k in kc slices, so every
 // element of C is computed by the same sequence of operations whatever the
-// thread count. Per slice, the task brings its B
-// block into panel form (packed, pre-packed, or B's own rows), then sweeps
-// it (Sweep): each A sliver (kTileRows rows, copied or read in place) past
-// every B panel, or, for products deep and tall enough, each pair of B
-// panels past every wide tile of a chunk of rows (blocking-inl.h says which
-// cache holds what).
+// thread count. Per slice, the task brings its B block into panel form
+// (packed, pre-packed, or B's own rows), then sweeps it (Sweep): each A
+// sliver (kTileRows rows, copied or read in place) past every B panel, or,
+// for products deep and tall enough, each pair of B panels past every wide
+// tile of a chunk of rows (blocking-inl.h says which cache holds what).
 //
 // An operand is packed only where it is reused enough to pay for the copy:
 // B's block is used once per A sliver (mc / kTileRows times), an A sliver

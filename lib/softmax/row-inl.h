@@ -60,36 +60,31 @@ inline float MaxLane(RowVec v) {
   return max;
 }
 
-// The entry x[c], c < n, with the largest scale * x[c] (the largest x for a
-// positive scale, the smallest for a negative one): -inf times the sign of
-// scale when n == 0 or every entry is that infinity, NaN when some entry is
-// NaN. (Highway's Max returns either operand for NaN, depending on the
-// target, so NaN is tracked on the side: a row holding NaN must never pass
-// for one whose entries are all -inf, which sees nothing.)
-inline float RowExtreme(const float* HWY_RESTRICT x, std::size_t n,
-                        float scale) {
+// The largest entry x[c], c < n: -inf when n == 0 or every entry is -inf,
+// NaN when some entry is NaN. (Highway's Max returns either operand for NaN,
+// depending on the target, so NaN is tracked on the side: a row holding NaN
+// must never pass for one whose entries are all -inf, which sees nothing.)
+inline float RowMax(const float* HWY_RESTRICT x, std::size_t n) {
   const RowTag d;
   const std::size_t lanes = hn::Lanes(d);
-  const float sign = scale < 0.0f ? -1.0f : 1.0f;  // exact: no rounding
-  const RowVec s = hn::Set(d, sign);
   RowVec max = hn::Set(d, kNegInf);
   auto has_nan = hn::FirstN(d, 0);
   std::size_t c = 0;
   for (; c + lanes <= n; c += lanes) {
-    const RowVec signed_x = hn::Mul(s, hn::LoadU(d, x + c));
-    max = hn::Max(max, signed_x);
-    has_nan = hn::Or(has_nan, hn::IsNaN(signed_x));
+    const RowVec v = hn::LoadU(d, x + c);
+    max = hn::Max(max, v);
+    has_nan = hn::Or(has_nan, hn::IsNaN(v));
   }
   if (c < n) {
     RowTail tail;
-    const RowVec signed_x = hn::Mul(s, tail.Load(x + c, n - c, 0.0f));
     const RowVec valid =
-        hn::IfThenElse(hn::FirstN(d, n - c), signed_x, hn::Set(d, kNegInf));
+        hn::IfThenElse(hn::FirstN(d, n - c), tail.Load(x + c, n - c, 0.0f),
+                       hn::Set(d, kNegInf));
     max = hn::Max(max, valid);
     has_nan = hn::Or(has_nan, hn::IsNaN(valid));
   }
   if (!hn::AllFalse(d, has_nan)) return kNaN;
-  return sign * MaxLane(max);
+  return MaxLane(max);
 }
 
 // A row maximum that NaN or +inf logits produced: the softmax of such a row
@@ -144,7 +139,7 @@ inline bool RowsAreFinite(const float* HWY_RESTRICT x, std::size_t rows,
 }
 
 // y[c] = 2^(scale * x[c] - max) for c < n, max being scale * x_max rounded
-// and x_max the RowExtreme, so that every exponent is <= 0 and the largest
+// and x_max the RowMax, so that every exponent is <= 0 and the largest
 // entry's is exactly 0; returns the sum of the y[c] (accumulated per lane,
 // then across lanes: a fixed order). -inf gives 0. x and y may be the same
 // row. Natural logits take scale * log2(e).
@@ -216,9 +211,10 @@ inline void ScaleKeepingHidden(const float* x, float* y, std::size_t n,
 }
 
 // The softmax of one row of scale * x into y (which may be x), computed in
-// base 2. -inf entries of x get 0 whatever the scale. A row whose maximum is
-// -inf (all entries -inf, or n == 0) sees nothing: all zeros. A row holding
-// NaN or +inf (after scaling) is all NaN.
+// base 2, on the largest entry (scale > 0 here: a non-positive scale is
+// applied first). -inf entries of x get 0 whatever the scale. A row whose
+// maximum is -inf (all entries -inf, or n == 0) sees nothing: all zeros. A row
+// holding NaN or +inf (after scaling) is all NaN.
 inline void SoftmaxRow(const float* x, float* y, std::size_t n, float scale) {
   if (!(scale > 0.0f)) {
     ScaleKeepingHidden(x, y, n, scale);
@@ -226,7 +222,7 @@ inline void SoftmaxRow(const float* x, float* y, std::size_t n, float scale) {
     scale = 1.0f;
   }
   const float scale2 = scale * kLog2e;
-  const float x_max = RowExtreme(x, n, scale);
+  const float x_max = RowMax(x, n);
   const float max = scale2 * x_max;
   if (max == kNegInf) {
     std::memset(y, 0, n * sizeof(float));
