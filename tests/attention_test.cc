@@ -1,6 +1,7 @@
 // attention against the double reference on every target: shapes with
 // ragged head_dim, GQA/MQA, q_len != kv_len, every mask and combination,
 // fully masked rows, returned weights, strided views with gaps, errors.
+#include <algorithm>
 #include <cmath>
 #include <initializer_list>
 #include <stdexcept>
@@ -137,6 +138,34 @@ class AttentionTest : public PerTarget {
       if (want.weights[i] == 0.0)
         ASSERT_EQ(weights[i], 0.0f) << "hidden key weight; " << what;
     }
+    ExpectWeightsWithinTheirOwnBound(s, want, weights, what);
+  }
+
+  // attention.h's bound, weight by weight, each against its own magnitude
+  // (the tails of a row as much as its largest weights): relative
+  // (2 (head_dim + 5) S + 10 L + 2 kv_len + 12) 2^-24, S and L the row's
+  // (ReferenceAttentionResult). Where it comes from: a logit carries
+  // (head_dim + 5) S 2^-24 (its dot product, scale and log2(e) folded into
+  // Q, the bias), a weight twice that (its own logit and the sum's); the
+  // subtraction of the max 2 L, the bias 8 L at most; the sum kv_len
+  // roundings and a rescale per key block; 2^x 2.2 ulp twice, 1 / sum and
+  // the product 2 roundings.
+  static void ExpectWeightsWithinTheirOwnBound(
+      const mha::AttentionShape& s, const ReferenceAttentionResult& want,
+      const std::vector<float>& weights, const std::string& what) {
+    for (std::size_t row = 0; row < want.abs_products.size(); ++row) {
+      const double* p = want.weights.data() + row * s.kv_len;
+      if (std::any_of(p, p + s.kv_len, [](double x) { return std::isnan(x); }))
+        continue;  // poisoned rows: precise_rules_test.cc
+      const double bound = (2.0 * (s.head_dim + 5) * want.abs_products[row] +
+                            10.0 * want.abs_logits[row] + 2.0 * s.kv_len + 12) *
+                           0x1.0p-24;
+      ASSERT_LE(OwnMagnitudeError("attention weights, x own bound",
+                                  weights.data() + row * s.kv_len, p, s.kv_len,
+                                  bound),
+                1.0)
+          << "row " << row << "; " << what;
+    }
   }
 
   // K and V laid out [batch, tokens, heads, head_dim] (Check).
@@ -239,6 +268,9 @@ TEST_P(AttentionTest, SixteenBitKeysAndValues) {
 TEST_P(AttentionTest, CustomScaleAndLargeLogits) {
   Check({2, 2, 2, 9, 70, 32}, kNone, false, 0.5f);
   Check({2, 2, 2, 9, 70, 32}, kCausal, true, 300.0f);  // logits in the hundreds
+  // Weights spread from 1 down to e^-80 and less: long tails, each judged
+  // against its own magnitude, over two key blocks.
+  Check({1, 4, 2, 17, 300, 40}, kCausal | kBias, true, 12.0f);
 }
 
 // A prefill task whose rows (query heads of one KV head x positions) fit in

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "lib/dispatch/dispatch.h"
@@ -335,6 +336,53 @@ TEST_P(GemmTest, BetaZeroDoesNotReadC) {
   mha::sgemm(Transpose::No, Transpose::No, m, n, k, 1.0f, a.data(), k, b.data(),
              n, 0.0f, c.data(), n);
   for (float x : c) ASSERT_TRUE(std::isfinite(x));
+}
+
+// alpha and beta apply as IEEE arithmetic, as gemm.h says: alpha 0 still
+// forms the product (0 x Inf is NaN), NaN alpha or beta gives NaN, beta Inf
+// turns a zero of C into NaN and the rest into Inf, beta -0 does not read C.
+// The matrix-vector path (m = 1) and the blocked one, depth in one slice
+// and split.
+TEST_P(GemmTest, NonFiniteAlphaAndBetaFollowIeee) {
+  struct Case {
+    float alpha, beta;
+    bool inf_in_a;
+  };
+  const Case cases[] = {{0.0f, 0.0f, true},  {0.0f, 1.0f, true},
+                        {kNaN, 0.0f, false}, {1.0f, kInf, false},
+                        {1.0f, kNaN, false}, {2.0f, -0.0f, false}};
+  const std::size_t n = 21;
+  for (const std::size_t m : {1, 9}) {
+    for (const std::size_t k : {5, 3000}) {
+      for (const Case& t : cases) {
+        std::vector<float> a = RandomVector(m * k, 7);
+        if (t.inf_in_a) a[k / 2] = kInf;  // row 0
+        const std::vector<float> b = RandomVector(k * n, 8);
+        std::vector<float> c = RandomVector(m * n, 9);
+        c[n / 2] = 0.0f;
+        if (t.beta == 0.0f) std::fill(c.begin(), c.end(), kNaN);
+        const std::vector<double> want =
+            ReferenceGemm(false, false, m, n, k, t.alpha, a.data(), k, b.data(),
+                          n, t.beta, c.data(), n);
+        mha::sgemm(Transpose::No, Transpose::No, m, n, k, t.alpha, a.data(), k,
+                   b.data(), n, t.beta, c.data(), n);
+        for (std::size_t i = 0; i < m * n; ++i) {
+          const std::string where =
+              "element " + std::to_string(i) + " m " + std::to_string(m) +
+              " k " + std::to_string(k) + " alpha " + std::to_string(t.alpha) +
+              " beta " + std::to_string(t.beta);
+          if (std::isfinite(want[i])) {
+            ASSERT_NEAR(c[i], want[i], 1e-3 * (1.0 + std::fabs(want[i])))
+                << where;
+          } else if (std::isnan(want[i])) {
+            ASSERT_TRUE(std::isnan(c[i])) << where;
+          } else {
+            ASSERT_EQ(c[i], want[i]) << where;
+          }
+        }
+      }
+    }
+  }
 }
 
 TEST_P(GemmTest, ZeroDepthScalesC) {

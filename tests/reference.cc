@@ -1,5 +1,6 @@
 #include "reference.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -92,11 +93,14 @@ ReferenceAttentionResult ReferenceAttention(const mha::AttentionShape& s,
   ReferenceAttentionResult r;
   r.out.assign(s.batch * s.num_heads * s.q_len * s.head_dim, 0.0);
   r.weights.assign(s.batch * s.num_heads * s.q_len * s.kv_len, 0.0);
+  r.abs_products.assign(s.batch * s.num_heads * s.q_len, 0.0);
+  r.abs_logits.assign(r.abs_products.size(), 0.0);
   const std::size_t group = s.num_heads / s.num_kv_heads;
   for (std::size_t b = 0; b < s.batch; ++b) {
     for (std::size_t h = 0; h < s.num_heads; ++h) {
       const std::size_t kvh = h / group;
       for (std::size_t i = 0; i < s.q_len; ++i) {
+        const std::size_t row = (b * s.num_heads + h) * s.q_len + i;
         std::vector<double> logits(s.kv_len, kNegInf);
         std::vector<bool> hidden(s.kv_len, true);
         for (std::size_t j = 0; j < s.kv_len; ++j) {
@@ -110,20 +114,25 @@ ReferenceAttentionResult ReferenceAttention(const mha::AttentionShape& s,
           // A -inf bias hides the key: its K and V are never read.
           if (mask.bias && mask.bias[i * s.kv_len + j] == kNegInf) continue;
           hidden[j] = false;
-          double dot = 0.0;
+          double dot = 0.0, abs_dot = 0.0;
           for (std::size_t c = 0; c < s.head_dim; ++c) {
-            dot += static_cast<double>(
-                       q[b * ql.batch + h * ql.head + i * ql.token + c]) *
-                   k[b * kl.batch + kvh * kl.head + j * kl.token + c];
+            const double product =
+                static_cast<double>(
+                    q[b * ql.batch + h * ql.head + i * ql.token + c]) *
+                k[b * kl.batch + kvh * kl.head + j * kl.token + c];
+            dot += product;
+            abs_dot += std::fabs(product);
           }
           logits[j] =
               scale * dot + (mask.bias ? mask.bias[i * s.kv_len + j] : 0.0);
+          r.abs_products[row] =
+              std::max(r.abs_products[row], std::fabs(scale) * abs_dot);
+          r.abs_logits[row] = std::max(r.abs_logits[row], std::fabs(logits[j]));
           // NaN or Inf in q or k, or a NaN or +inf bias: the row is NaN.
           if (!std::isfinite(logits[j]))
             logits[j] = std::numeric_limits<double>::quiet_NaN();
         }
         const std::vector<double> p = SoftmaxOf(logits, hidden);
-        const std::size_t row = (b * s.num_heads + h) * s.q_len + i;
         for (std::size_t j = 0; j < s.kv_len; ++j) {
           r.weights[row * s.kv_len + j] = p[j];
           if (hidden[j]) continue;  // V of a hidden key is never read

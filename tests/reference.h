@@ -24,6 +24,10 @@ std::vector<double> ReferenceSoftmax(const float* x, std::size_t ldx,
 struct ReferenceAttentionResult {
   std::vector<double> out;      // [batch, num_heads, q_len, head_dim]
   std::vector<double> weights;  // [batch, num_heads, q_len, kv_len]
+  // Per query row [batch, num_heads, q_len], over the keys the row sees: the
+  // largest scale * sum_c |q_c k_c| (S) and the largest |logit| (L), the
+  // magnitudes attention.h's error bound of the weights is stated in.
+  std::vector<double> abs_products, abs_logits;
 };
 
 ReferenceAttentionResult ReferenceAttention(const mha::AttentionShape& s,

@@ -24,6 +24,13 @@ WorstErrors& Worst() {
   return worst;
 }
 
+// The worst error seen by `kernel`, if `error` is worse.
+void Record(const std::string& kernel, double error) {
+  std::lock_guard<std::mutex> lock(Worst().mutex);
+  double& worst = Worst().by_kernel[kernel];
+  worst = std::max(worst, error);
+}
+
 // Prints the worst error per kernel when the run ends.
 class WorstErrorReport : public ::testing::Environment {
  public:
@@ -61,9 +68,24 @@ double RelativeError(const std::string& kernel, const float* got,
                                 ? std::numeric_limits<double>::infinity()
                                 : diff / scale);
   }
-  std::lock_guard<std::mutex> lock(Worst().mutex);
-  double& worst = Worst().by_kernel[kernel];
-  worst = std::max(worst, error);
+  Record(kernel, error);
+  return error;
+}
+
+double OwnMagnitudeError(const std::string& kernel, const float* got,
+                         const double* want, std::size_t count,
+                         double relative_bound) {
+  constexpr double kSmallestNormal = 0x1.0p-126;
+  double error = 0.0;
+  for (std::size_t i = 0; i < count; ++i) {
+    const double allowed =
+        want[i] >= kSmallestNormal ? relative_bound * want[i] : kSmallestNormal;
+    const double diff = std::fabs(static_cast<double>(got[i]) - want[i]);
+    error = std::max(error, std::isnan(diff)
+                                ? std::numeric_limits<double>::infinity()
+                                : diff / allowed);
+  }
+  Record(kernel, error);
   return error;
 }
 

@@ -35,6 +35,16 @@ double RelativeError(const std::string& kernel, const float* got,
                      const double* want, std::size_t count,
                      double floor = 1e-3);
 
+// Probabilities judged each against its own magnitude (softmax tails): the
+// largest fraction of its allowed error that an entry of `got` uses, an
+// entry of `want` at least 2^-126 (float's smallest normal) being allowed
+// relative_bound * want, a smaller one 2^-126 (it may come out 0 or
+// denormal). Records it as the worst for `kernel` if it is, and returns it:
+// above 1, an entry is out of bounds.
+double OwnMagnitudeError(const std::string& kernel, const float* got,
+                         const double* want, std::size_t count,
+                         double relative_bound);
+
 // Like RelativeError, for results where NaN is expected in places (the
 // NaN rules): checks that got holds NaN exactly where want does, and returns
 // the normwise error of the other entries.

@@ -15,7 +15,12 @@ enum class Transpose : bool { No = false, Yes = true };
 //
 // Zero sizes: m == 0 or n == 0 does nothing; k == 0 computes C = beta * C
 // (zeros when beta == 0); pointers a size does not govern may then be null.
-// When beta == 0, C is not read: NaN or Inf already in C does not propagate.
+// When beta == 0 (either sign), C is not read: NaN or Inf already in C does
+// not propagate. alpha and beta may be any float, applied as IEEE arithmetic
+// dictates: alpha == 0 still forms op(A) op(B), so NaN or Inf in A or B
+// gives NaN (reference BLAS skips the product instead); a NaN alpha gives
+// all NaN (unless k == 0), a NaN beta too; beta = Inf turns a 0 of C into
+// NaN.
 // Elements between rows (past the row width) are neither read nor written.
 //
 // Accuracy: each element is a sum of k products accumulated in fp32 with FMA,

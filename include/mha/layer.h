@@ -51,7 +51,10 @@ class LayerWeights;
 
 // Accuracy: outputs are within about (d_model + kv_len + 4 L) * 2^-22
 // relative of a double-precision evaluation on the same fp32 inputs and
-// weights, L being the largest |logit| of the attention. With 16-bit
+// weights, L being the largest |logit| of the attention; attention weights
+// within as much, absolute (they are at most 1). Those weights are
+// mha::attention's of the fp32 projections, so its bound per weight, tails
+// included, holds against the exact softmax of the projections. With 16-bit
 // weights or KV cache that bound holds against the evaluation on the
 // rounded weights, keys and values; against fp32 ones, rounding adds about
 // 2^-8 relative (BF16) or 2^-11 (F16) for well-scaled data (N(0,1) inputs,

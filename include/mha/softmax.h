@@ -21,11 +21,11 @@ namespace mha {
 //
 // Accuracy: with L the largest |scale * x| of a row, each output p is within
 // (cols + 4 + 3 L) * 2^-24 * p of the exact softmax of the fp32 inputs, for
-// entries down to 2^-126 of the row's largest term (smaller ones, where
-// scale * x - m < -87.3, are 0). On targets with FMA (AVX2 and up, NEON,
-// SVE) scale * x - m is computed with one rounding and the L term is about 0;
-// without it (SSE4, SSSE3, SCALAR, EMU128), and with scale <= 0 on every
-// target, large logits lose L * 2^-24.
+// p down to 2^-126 (float's smallest normal); smaller outputs are within
+// 2^-126 (0 or denormal; terms where scale * x - m < -87.3 are 0). On
+// targets with FMA (AVX2 and up, NEON, SVE) scale * x - m is computed with
+// one rounding and the L term is about 0; without it (SSE4, SSSE3, SCALAR,
+// EMU128), and with scale <= 0 on every target, large logits lose L * 2^-24.
 // Rows run in parallel (oneTBB); results do not depend on the thread count.
 // Throws std::invalid_argument (writing nothing) for a too-small leading
 // dimension, a null pointer with work to do, a non-finite scale, a forbidden
