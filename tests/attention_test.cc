@@ -404,5 +404,45 @@ TEST(AttentionErrors, BadArgumentsThrowAndWriteNothing) {
   expect_throw("kv_lengths[0] (-1)", good, d, d, d, out.data(), bad_lengths[1]);
 }
 
+// Rows of out laid over one another would be written by several tasks in
+// any order: such layouts throw, naming out_layout, and write nothing. Rows
+// that interleave without sharing an element, inputs read several times
+// (a K shared by every KV head) and strides of single rows are fine.
+TEST(AttentionErrors, OutRowsMustNotOverlapEachOther) {
+  const mha::AttentionShape s{2, 4, 2, 3, 5, 8};
+  const std::vector<float> q(2 * 4 * 3 * 8, 0.5f), kv(2 * 5 * 8, 0.25f);
+  const mha::Layout q_l{4 * 3 * 8, 3 * 8, 8}, kv_shared{5 * 8, 0, 8};
+  std::vector<float> out(2 * 4 * 3 * 8 + 64, 7.0f);
+  const mha::Layout overlapping[] = {
+      {4 * 3 * 8, 3 * 8, 4},      // tokens 4 apart, rows of 8
+      {4 * 3 * 8, 0, 8},          // every head on the same rows
+      {3 * 8, 3 * 8, 8},          // sequence 1 over sequence 0's heads 1-3
+      {4 * 3 * 8, 2 * 8 + 4, 8},  // a head's rows over the next one's
+  };
+  for (const mha::Layout& bad : overlapping) {
+    ExpectInvalid("out_layout", [&] {
+      mha::attention(s, q.data(), q_l, kv.data(), kv_shared, kv.data(),
+                     kv_shared, out.data(), bad);
+    });
+    for (float x : out) ASSERT_EQ(x, 7.0f);
+  }
+  const mha::Layout fine[] = {
+      {4 * 3 * 8, 8, 4 * 8},  // token-major: heads interleaved in a token
+      {3 * 8, 2 * 3 * 8, 8},  // sequences interleaved between heads
+  };
+  for (const mha::Layout& layout : fine) {
+    mha::attention(s, q.data(), q_l, kv.data(), kv_shared, kv.data(), kv_shared,
+                   out.data(), layout);
+    for (std::size_t i = 0; i < 2 * 4 * 3 * 8; ++i) {
+      ASSERT_FLOAT_EQ(out[i], 0.25f);  // every value row is 0.25
+    }
+    std::fill(out.begin(), out.end(), 7.0f);
+  }
+  const mha::AttentionShape one_sequence{1, 4, 2, 3, 5, 8};
+  EXPECT_NO_THROW(mha::attention(one_sequence, q.data(), q_l, kv.data(),
+                                 kv_shared, kv.data(), kv_shared, out.data(),
+                                 {0, 3 * 8, 8}));
+}
+
 }  // namespace
 }  // namespace mha_test

@@ -27,7 +27,9 @@ struct AttentionMask {
 
 // Element strides of a [batch, head, token, head_dim] view; head_dim is
 // contiguous (stride 1). Elements outside the view are never read into a
-// result nor written.
+// result nor written. Rows of an input may repeat (stride 0: a K shared by
+// every head); rows of an output may not overlap one another (see
+// attention's ranges).
 struct Layout {
   std::size_t batch, head, token;
 };
@@ -67,7 +69,11 @@ struct AttentionShape {
 // means 1/sqrt(head_dim)). A view's extent (the elements from its first to
 // its last), the weights' or the bias's size, or the count of query rows or
 // keys that overflows throws. out and weights must not overlap q, k, v, the
-// bias or each other (each taken as the range it spans): that throws.
+// bias or each other (each taken as the range it spans): that throws. Nor
+// may out's rows overlap one another: sorted by stride, each stride of
+// out_layout over more than one row must be at least the span of the rows
+// it steps over, else it throws, naming out_layout (a sufficient rule:
+// some layouts whose rows interleave without sharing an element fail it).
 // Otherwise throws std::invalid_argument naming the parameter, having
 // written nothing.
 // Accuracy: with L the largest |logit| (scale * q.k + bias) of a row, each

@@ -23,8 +23,9 @@ void AttentionKernel(const detail::AttentionArgs& args) {
 HWY_AFTER_NAMESPACE();
 
 #if HWY_ONCE
+#include <algorithm>
 #include <cmath>
-#include <utility>
+#include <iterator>
 
 #include "lib/common/check.h"
 #include "mha/attention.h"
@@ -63,6 +64,37 @@ void RunAttention(std::size_t target_index, const AttentionArgs& args) {
 }  // namespace detail
 
 namespace {
+
+// Sorted by stride, each dimension of more than one row must step past the
+// span of all the rows of the dimensions below it: then no two rows share
+// an element. (A sufficient test, as PyTorch's for internal overlap: views
+// whose rows interleave without sharing elements are rejected too.)
+void CheckRowsDisjoint(const char* where, const char* name, Layout layout,
+                       std::size_t batch, std::size_t heads, std::size_t tokens,
+                       std::size_t head_dim) {
+  struct Dimension {
+    std::size_t count, stride;
+  };
+  Dimension dims[] = {
+      {batch, layout.batch}, {heads, layout.head}, {tokens, layout.token}};
+  std::sort(std::begin(dims), std::end(dims),
+            [](const Dimension& x, const Dimension& y) {
+              return x.stride < y.stride;
+            });
+  std::size_t span = head_dim;  // of the rows below (no overflow: ViewExtent)
+  for (const Dimension& dim : dims) {
+    if (dim.count < 2) continue;
+    if (dim.stride < span) {
+      detail::Fail(
+          where, ": ", name, " (batch ", layout.batch, ", head ", layout.head,
+          ", token ", layout.token,
+          ") lays rows over one another: sorted by stride, each stride "
+          "must be at least the span of the rows it steps over (",
+          span, " elements, stride ", dim.stride, ")");
+    }
+    span += (dim.count - 1) * dim.stride;
+  }
+}
 
 // Both overloads of mha::attention: K and V hold elements of kv_precision.
 void CheckAndRun(const AttentionShape& shape, const float* q, Layout q_layout,
@@ -117,13 +149,11 @@ void CheckAndRun(const AttentionShape& shape, const float* q, Layout q_layout,
       weights, weights ? detail::SizeCheck(kWhere, "weights")
                              .Product(s.batch * s.num_heads, s.q_len, s.kv_len)
                        : 0};
-  const std::pair<const char*, Span> inputs[] = {
-      {"q", q_span}, {"k", k_span}, {"v", v_span}, {"mask.bias", bias_span}};
-  for (const auto& [name, span] : inputs) {
-    detail::CheckDisjoint(kWhere, "out", out_span, name, span);
-    detail::CheckDisjoint(kWhere, "weights", weights_span, name, span);
-  }
-  detail::CheckDisjoint(kWhere, "weights", weights_span, "out", out_span);
+  detail::CheckOutputsDisjoint(
+      kWhere, {{"out", out_span}, {"weights", weights_span}},
+      {{"q", q_span}, {"k", k_span}, {"v", v_span}, {"mask.bias", bias_span}});
+  CheckRowsDisjoint(kWhere, "out_layout", out_layout, s.batch, s.num_heads,
+                    s.q_len, s.head_dim);
   if (scale == 0.0f) scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
   detail::RunAttention(detail::ChosenTargetIndex(),
                        {shape, q, q_layout, k, k_layout, v, v_layout, out,

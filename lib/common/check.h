@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <sstream>
 #include <stdexcept>
 
@@ -119,6 +120,29 @@ inline void CheckDisjoint(const char* function, const char* output_name,
     Fail(function, ": ", output_name, " (", output.count, unit(output),
          ") must not overlap ", input_name, " (", input.count, unit(input),
          ")");
+  }
+}
+
+// A function's argument and the memory it spans.
+struct NamedSpan {
+  const char* name;
+  Span span;
+};
+
+// Throws unless every output is disjoint from every input and from the
+// outputs after it.
+inline void CheckOutputsDisjoint(const char* function,
+                                 std::initializer_list<NamedSpan> outputs,
+                                 std::initializer_list<NamedSpan> inputs) {
+  for (auto output = outputs.begin(); output != outputs.end(); ++output) {
+    for (const NamedSpan& input : inputs) {
+      CheckDisjoint(function, output->name, output->span, input.name,
+                    input.span);
+    }
+    for (auto other = output + 1; other != outputs.end(); ++other) {
+      CheckDisjoint(function, other->name, other->span, output->name,
+                    output->span);
+    }
   }
 }
 

@@ -85,8 +85,8 @@ void sgemm(Transpose trans_a, Transpose trans_b, std::size_t m, std::size_t n,
         detail::SizeCheck(kWhere, "A").Matrix(ta ? k : m, ta ? m : k, lda);
     const std::size_t b_count =
         detail::SizeCheck(kWhere, "B").Matrix(tb ? n : k, tb ? k : n, ldb);
-    detail::CheckDisjoint(kWhere, "c", c_span, "a", {a, a_count});
-    detail::CheckDisjoint(kWhere, "c", c_span, "b", {b, b_count});
+    detail::CheckOutputsDisjoint(kWhere, {{"c", c_span}},
+                                 {{"a", {a, a_count}}, {"b", {b, b_count}}});
   }
   detail::RunGemm(detail::ChosenTargetIndex(),
                   {m, n, k, alpha, a, lda, ta, b, ldb, tb, beta, c, ldc});

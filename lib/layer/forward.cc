@@ -5,7 +5,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <utility>
 
 #include "lib/attention/attention_args.h"
 #include "lib/common/buffer_pool.h"
@@ -171,18 +170,12 @@ void CheckForwardSizesAndAliasing(const MultiHeadAttentionConfig& c,
       weights, weights ? detail::SizeCheck(kWhere, "attention_weights")
                              .Product(q_rows, c.num_heads, kv_len)
                        : 0};
-  const std::pair<const char*, detail::Span> inputs[] = {
-      {"query", query_span},
-      {"key", key_span},
-      {"value", value_span},
-      {"mask.bias", bias_span}};
-  for (const auto& [name, span] : inputs) {
-    detail::CheckDisjoint(kWhere, "output", output_span, name, span);
-    detail::CheckDisjoint(kWhere, "attention_weights", weights_span, name,
-                          span);
-  }
-  detail::CheckDisjoint(kWhere, "attention_weights", weights_span, "output",
-                        output_span);
+  detail::CheckOutputsDisjoint(
+      kWhere, {{"output", output_span}, {"attention_weights", weights_span}},
+      {{"query", query_span},
+       {"key", key_span},
+       {"value", value_span},
+       {"mask.bias", bias_span}});
 }
 
 }  // namespace
