@@ -114,6 +114,9 @@ TEST(Conversions, RoundToNearestEvenAsTheDefinitionSays) {
   EXPECT_EQ(mha::to_f16(0x1.0p-25f), 0x0000);  // halfway to 2^-24: even, 0
   EXPECT_EQ(mha::to_f16(0x1.8p-25f), 0x0001);
   EXPECT_TRUE(std::isinf(mha::from_bf16(mha::to_bf16(3.4028235e38f))));
+  EXPECT_EQ(mha::to_bf16(FloatOf(0x7F7F8000u)), 0x7F80);   // halfway: Inf
+  EXPECT_EQ(mha::to_bf16(FloatOf(0x7F7F7FFFu)), 0x7F7F);   // 3.3895e38
+  EXPECT_EQ(mha::to_bf16(-FloatOf(0x7F7F8000u)), 0xFF80);  // -Inf
   const float nan = std::numeric_limits<float>::quiet_NaN();
   EXPECT_TRUE(std::isnan(mha::from_bf16(mha::to_bf16(nan))));
   EXPECT_TRUE(std::isnan(mha::from_f16(mha::to_f16(-nan))));

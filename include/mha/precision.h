@@ -26,7 +26,9 @@ constexpr std::size_t bytes_per_element(Precision p) {
 }
 
 // fp32 to 16 bits, rounding to nearest, ties to even. NaN stays NaN (quiet);
-// Inf stays Inf; F16: |x| beyond 65504 (after rounding) becomes Inf.
+// Inf stays Inf; a finite x that rounds past the largest finite value
+// becomes Inf: F16 beyond 65504 (|x| >= 65520), BF16 beyond 3.3895e38
+// (|x| >= 3.3962e38, the top 0.2% of float's range).
 std::uint16_t to_bf16(float x);
 std::uint16_t to_f16(float x);
 // 16 bits to fp32: exact.
