@@ -114,7 +114,7 @@ void RunPrefill(const detail::AttentionArgs& a) {
       [&](std::size_t tile, std::size_t r) -> float* {
         const detail::TaskRows rows = rows_of(tile, 0);
         if (r >= rows.count()) return nullptr;  // a short last tile
-        return detail::OutputRow(a, rows.b, rows.head(r), rows.query(r));
+        return detail::OutputRow(a, rows, r);
       });
 }
 
@@ -127,24 +127,27 @@ void RunDecode(const detail::AttentionArgs& a) {
   const std::size_t ranges = KeyRanges(s.batch * head_pieces, s.kv_len, 256);
   const std::size_t range_keys =
       RoundUp((s.kv_len + ranges - 1) / ranges, DecodeRange<KV>::kRangeQuantum);
-  // Piece p: sequence p / head_pieces, KV heads from kv_begin(p).
-  auto kv_begin = [&](std::size_t piece) {
-    return piece % head_pieces * kv_heads;
+  // Piece p: sequence p / head_pieces, kv_heads KV heads.
+  auto rows_of = [&](std::size_t piece, std::size_t range) {
+    return detail::TaskRows{piece / head_pieces,
+                            piece % head_pieces * kv_heads,
+                            0,
+                            s.q_len,
+                            group,
+                            range * range_keys,
+                            (range + 1) * range_keys,
+                            kv_heads};
   };
   RunWithKeyRanges(
       a, s.batch * head_pieces, ranges, kv_heads * group * s.q_len,
       [&](std::size_t piece, std::size_t range, float* states) {
-        DecodeRange<KV> work(a, piece / head_pieces, kv_begin(piece),
-                             kv_begin(piece) + kv_heads, range * range_keys,
-                             (range + 1) * range_keys);
+        DecodeRange<KV> work(a, rows_of(piece, range));
         work.Run();
         if (states == nullptr) return work.WriteOutputs();
         work.ExportStates(states, detail::RowState::Stride(s.head_dim));
       },
       [&](std::size_t piece, std::size_t r) -> float* {
-        return detail::OutputRow(a, piece / head_pieces,
-                                 DecodeRange<KV>::HeadOf(s, kv_begin(piece), r),
-                                 r % s.q_len);
+        return detail::OutputRow(a, rows_of(piece, 0), r);
       });
 }
 

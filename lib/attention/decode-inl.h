@@ -20,7 +20,6 @@
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
-#include <vector>
 
 #include "hwy/highway.h"
 #include "lib/attention/attention_args.h"
@@ -54,10 +53,10 @@ inline bool SuitsDecode(const detail::AttentionArgs& a) {
          s.head_dim % hn::Lanes(FloatTag()) == 0;
 }
 
-// The rows of a decode task: the q_len query rows of every query head of
-// its KV heads in sequence b, row h * q_len + i being the task's query head
-// h at query position i, against keys [key_begin, key_stop). K and V are stored
-// as KV (float, BF16 or F16) and widened in registers as they are loaded.
+// The rows of a decode task (TaskRows): the q_len query rows of every query
+// head of its KV heads in sequence b, against keys [key_begin, key_stop). K
+// and V are stored as KV (float, BF16 or F16) and widened in registers as
+// they are loaded.
 template <class KV>
 class DecodeRange {
  public:
@@ -79,20 +78,15 @@ class DecodeRange {
     return a.k_layout.head < a.k_layout.token ? a.shape.num_kv_heads : 1;
   }
 
-  // KV heads [kv_begin, kv_end) of sequence b (every query head of their
-  // groups), against keys [key_begin, key_stop).
-  DecodeRange(const detail::AttentionArgs& args, std::size_t b,
-              std::size_t kv_begin, std::size_t kv_end, std::size_t key_begin,
-              std::size_t key_stop)
+  DecodeRange(const detail::AttentionArgs& args, const detail::TaskRows& task)
       : a_(args),
-        s_(args.shape),
-        b_(b),
-        kv_begin_(kv_begin),
-        kv_end_(kv_end),
-        key_begin_(key_begin),
-        rows_each_(s_.num_heads / s_.num_kv_heads * s_.q_len),
-        rows_((kv_end - kv_begin) * rows_each_),
-        dim_(s_.head_dim),
+        task_(task),
+        marks_(args, task),
+        kv_begin_(task.kv_head),
+        kv_end_(task.kv_head + task.kv_heads),
+        rows_each_(task.group * task.q_count),
+        rows_(task.count()),
+        dim_(args.shape.head_dim),
         block_(KeysPerBlock()),
         prefetch_(TwoBlocksFitHalfOfL2(block_)),
         key_lead_(std::max<std::size_t>(
@@ -106,20 +100,9 @@ class DecodeRange {
     float* state = ThreadScratch(ScratchSlot::kRowState, 2 * rows_);
     max_ = state;
     sum_ = state + rows_;
-    thread_local std::vector<std::size_t> ends;
-    thread_local std::vector<char> flags;
-    ends.resize(rows_);
-    flags.assign(2 * rows_, 0);
-    end_ = ends.data();
-    poisoned_ = flags.data();
-    saw_key_ = flags.data() + rows_;
-    keys_end_ = key_begin;
     const float scale2 = a_.scale * kLog2e;
     for (std::size_t r = 0; r < rows_; ++r) {
-      end_[r] = std::clamp(detail::VisibleEnd(a_, b_, Query(r)), key_begin,
-                           std::max(key_begin, key_stop));
-      keys_end_ = std::max(keys_end_, end_[r]);
-      const float* q = detail::QueryRow(a_, b_, Head(r), Query(r));
+      const float* q = detail::QueryRow(a_, task_, r);
       for (std::size_t c = 0; c < dim_; ++c) {
         queries_[r * dim_ + c] = scale2 * q[c];
       }
@@ -160,26 +143,20 @@ class DecodeRange {
   // (one task per KV head; 32 over 2048 keys on 1 and 2 cores, 8 over 8192
   // on 1; in one process against the loop, balanced order).)
   void Run() {
-    for (std::size_t j0 = key_begin_; j0 < keys_end_; j0 += block_) {
-      const std::size_t n = std::min(block_, keys_end_ - j0);
+    const std::size_t keys_end = marks_.keys_end();
+    for (std::size_t j0 = task_.key_begin; j0 < keys_end; j0 += block_) {
+      const std::size_t n = std::min(block_, keys_end - j0);
       ComputeLogits(j0, n);
       for (std::size_t r = 0; r < rows_; ++r) SoftmaxStep(r, j0, n);
       AccumulateValues(j0, n);
     }
-    // A poisoned row's output is NaN, unless it saw no key at all (then it
-    // is a row of zeros, whatever its query holds).
-    for (std::size_t r = 0; r < rows_; ++r) {
-      if (poisoned_[r] && saw_key_[r]) sum_[r] = kNaN;
-    }
+    marks_.PoisonSums(sum_);
   }
 
   void WriteOutputs() const {
     for (std::size_t r = 0; r < rows_; ++r) {
-      float* out = detail::OutputRow(a_, b_, Head(r), Query(r));
-      const float inverse = sum_[r] == 0.0f ? 0.0f : 1.0f / sum_[r];
-      for (std::size_t c = 0; c < dim_; ++c) {
-        out[c] = outputs_[r * dim_ + c] * inverse;
-      }
+      ScaleRow(outputs_ + r * dim_, dim_, detail::RowMarks::InverseSum(sum_[r]),
+               detail::OutputRow(a_, task_, r));
     }
   }
 
@@ -189,15 +166,6 @@ class DecodeRange {
                               states + r * stride);
     }
   }
-
-  std::size_t Head(std::size_t r) const { return HeadOf(s_, kv_begin_, r); }
-
-  // The query head of row r of a task whose KV heads start at kv_begin.
-  static std::size_t HeadOf(const AttentionShape& s, std::size_t kv_begin,
-                            std::size_t r) {
-    return kv_begin * (s.num_heads / s.num_kv_heads) + r / s.q_len;
-  }
-  std::size_t Query(std::size_t r) const { return r % s_.q_len; }
 
  private:
   // Keys per block: the most, up to kMaxBlock, whose K and V rows (of every
@@ -238,7 +206,7 @@ class DecodeRange {
   }
 
   std::size_t Visible(std::size_t r, std::size_t j0, std::size_t n) const {
-    return detail::VisibleIn(end_[r], j0, n);
+    return detail::VisibleIn(marks_.end(r), j0, n);
   }
 
   // scores[r][j] = q_r . k_{j0+j} in base 2, -inf where row r does not see
@@ -261,12 +229,12 @@ class DecodeRange {
   void ComputeLogits(std::size_t j0, std::size_t n) {
     for (std::size_t j = 0; j < n; ++j) {
       for (std::size_t kv_head = kv_begin_; kv_head < kv_end_; ++kv_head) {
-        const KV* key = detail::KeyRow<KV>(a_, b_, kv_head, j0 + j);
+        const KV* key = detail::KeyRow<KV>(a_, task_.b, kv_head, j0 + j);
         if (prefetch_) {
-          PrefetchRow(detail::ValueRow<KV>(a_, b_, kv_head, j0 + j));
-          if (j0 + j + key_lead_ < keys_end_) {
+          PrefetchRow(detail::ValueRow<KV>(a_, task_.b, kv_head, j0 + j));
+          if (j0 + j + key_lead_ < marks_.keys_end()) {
             PrefetchRow(
-                detail::KeyRow<KV>(a_, b_, kv_head, j0 + j + key_lead_));
+                detail::KeyRow<KV>(a_, task_.b, kv_head, j0 + j + key_lead_));
           }
         }
         ForTilePieces<4>(rows_each_, [&](auto rows, std::size_t first) {
@@ -281,7 +249,7 @@ class DecodeRange {
       float* s = scores_ + r * block_;
       const std::size_t visible = Visible(r, j0, n);
       std::fill(s + visible, s + n, kNegInf);
-      FinishLogits(r, s, detail::BiasRow(a_, Query(r), j0), visible);
+      FinishLogits(r, s, detail::BiasRow(a_, task_.query(r), j0), visible);
     }
   }
 
@@ -295,7 +263,7 @@ class DecodeRange {
     const std::size_t lanes = hn::Lanes(d);
     const FloatVec neg_inf = hn::Set(d, kNegInf);
     const FloatVec log2e = hn::Set(d, kLog2e);
-    auto seen = hn::FirstN(d, 0), bad = hn::FirstN(d, 0);
+    auto bad = hn::FirstN(d, 0);
     for (std::size_t j = 0; j < visible; j += lanes) {
       const auto valid = hn::FirstN(d, visible - j);
       RowTail scores_tail, bias_tail;
@@ -310,7 +278,6 @@ class DecodeRange {
         x = hn::MulAdd(b, log2e, x);
       }
       const auto finite = hn::IsFinite(x);
-      seen = hn::Or(seen, hn::Not(hidden));
       bad = hn::Or(bad, hn::AndNot(hidden, hn::Not(finite)));
       x = hn::IfThenElse(hn::Or(hidden, hn::Not(finite)), neg_inf, x);
       if (whole) {
@@ -319,8 +286,7 @@ class DecodeRange {
         scores_tail.Store(x, s + j, visible - j);
       }
     }
-    if (!hn::AllFalse(d, seen)) saw_key_[r] = 1;
-    if (!hn::AllFalse(d, bad)) poisoned_[r] = 1;
+    if (!hn::AllFalse(d, bad)) marks_.Poison(r);
   }
 
   // The online softmax of row r over the block: p = 2^(s - max) in place,
@@ -338,7 +304,9 @@ class DecodeRange {
     sum_[r] = sum_[r] * correction +
               Exp2ShiftedRow(s, s, visible, 1.0f, new_max, 0.0f);
     max_[r] = new_max;
-    if (correction != 1.0f) ScaleRow(outputs_ + r * dim_, dim_, correction);
+    if (correction != 1.0f) {
+      ScaleRow(outputs_ + r * dim_, dim_, correction, outputs_ + r * dim_);
+    }
   }
 
   // O[r] += sum over j of p[r][j] v_{j0+j} (p is 0 where the row does not
@@ -369,7 +337,7 @@ class DecodeRange {
   // eight independent chains of multiply-adds.
   void AccumulateValueStrips(std::size_t j0, std::size_t n) {
     for (std::size_t kv_head = kv_begin_; kv_head < kv_end_; ++kv_head) {
-      const KV* values = detail::ValueRow<KV>(a_, b_, kv_head, j0);
+      const KV* values = detail::ValueRow<KV>(a_, task_.b, kv_head, j0);
       ForTilePieces<4>(rows_each_, [&](auto rows, std::size_t first) {
         constexpr std::size_t kRows = decltype(rows)::value;
         const std::size_t r = FirstRow(kv_head) + first;
@@ -449,7 +417,7 @@ class DecodeRange {
 #undef MHA_CHECK_SUM
       float* o = outputs_ + row * dim_ + c;
       if (!hn::AllTrue(d, finite)) {
-        detail::AddVisibleValues(a_, Query(row), j0, Visible(row, j0, n),
+        detail::AddVisibleValues(a_, task_.query(row), j0, Visible(row, j0, n),
                                  values, token, scores_ + row * block_,
                                  outputs_ + row * dim_, c, c + kVecs * lanes);
         return;
@@ -482,7 +450,7 @@ class DecodeRange {
     for (std::size_t j = 0; j < n;) {
       const bool four = j + 4 <= n;
       for (std::size_t kv_head = kv_begin_; kv_head < kv_end_; ++kv_head) {
-        const KV* v = detail::ValueRow<KV>(a_, b_, kv_head, j0 + j);
+        const KV* v = detail::ValueRow<KV>(a_, task_.b, kv_head, j0 + j);
         ForTilePieces<4>(rows_each_, [&](auto rows, std::size_t first) {
           constexpr std::size_t kRows = decltype(rows)::value;
           const std::size_t r = FirstRow(kv_head) + first;
@@ -506,8 +474,8 @@ class DecodeRange {
       }
       if (!hn::AllTrue(d, finite)) {
         const std::size_t kv_head = kv_begin_ + r / rows_each_;
-        detail::AddVisibleValues(a_, Query(r), j0, Visible(r, j0, n),
-                                 detail::ValueRow<KV>(a_, b_, kv_head, j0),
+        detail::AddVisibleValues(a_, task_.query(r), j0, Visible(r, j0, n),
+                                 detail::ValueRow<KV>(a_, task_.b, kv_head, j0),
                                  token, scores_ + r * block_, o, 0, dim_);
         continue;
       }
@@ -546,18 +514,16 @@ class DecodeRange {
   }
 
   const detail::AttentionArgs& a_;
-  const AttentionShape& s_;
+  const detail::TaskRows task_;
+  detail::RowMarks marks_;
   static constexpr std::size_t kMaxBlock = 256;  // keys per block, at most
-  const std::size_t b_, kv_begin_, kv_end_, key_begin_;
+  const std::size_t kv_begin_, kv_end_;          // the task's KV heads
   const std::size_t rows_each_;  // rows per KV head: query heads x q_len
   const std::size_t rows_, dim_;
   const std::size_t block_;     // keys per block (KeysPerBlock)
   const bool prefetch_;         // K and V ahead of use (see Run)
   const std::size_t key_lead_;  // keys K is prefetched ahead (see Run)
-  std::size_t keys_end_;
   float *queries_, *scores_, *outputs_, *block_sums_, *max_, *sum_;
-  std::size_t* end_;
-  char *poisoned_, *saw_key_;
 };
 
 }  // namespace HWY_NAMESPACE

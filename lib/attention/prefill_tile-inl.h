@@ -32,6 +32,7 @@
 #include <cstddef>
 #include <cstring>
 #include <type_traits>
+#include <vector>
 
 #include "hwy/highway.h"
 #include "lib/attention/attention_args.h"
@@ -71,6 +72,7 @@ class PrefillTile {
   PrefillTile(const detail::AttentionArgs& args, const detail::TaskRows& task)
       : a_(args),
         task_(task),
+        marks_(args, task),
         rows_(task.count()),
         dim_(args.shape.head_dim),
         nr_(TileCols()),
@@ -94,14 +96,7 @@ class PrefillTile {
     sum_ = state + ld_;
     correction_ = state + 2 * ld_;
     relative_end_ = state + 3 * ld_;
-    thread_local std::vector<std::size_t> ends;
-    thread_local std::vector<char> poisoned;
-    ends.resize(rows_);
-    poisoned.assign(rows_, 0);
-    end_ = ends.data();
-    poisoned_ = poisoned.data();
-    keys_end_ = detail::FindVisibleKeys(a_, task_, end_);
-    min_end_ = *std::min_element(end_, end_ + rows_);
+    min_end_ = *std::min_element(marks_.ends(), marks_.ends() + rows_);
     std::fill(max_, max_ + ld_, kNegInf);
     std::fill(sum_, sum_ + ld_, 0.0f);
     PackQueries();
@@ -120,16 +115,18 @@ class PrefillTile {
   // only the last of 4 blocks writes the outputs, 1.01x.
   void Run(bool write_outputs) {
     bool outputs_written = false;
-    if (keys_end_ <= task_.key_begin) {  // no row sees a key: O stays 0
+    if (marks_.keys_end() <= task_.key_begin) {  // no row sees a key: O stays 0
       std::memset(outputs_, 0, rows_ * ldo_ * sizeof(float));
     }
-    for (std::size_t j0 = task_.key_begin; j0 < keys_end_; j0 += kKeyBlock) {
-      const std::size_t n = std::min(kKeyBlock, keys_end_ - j0);
-      const bool first = j0 == task_.key_begin, last = j0 + n == keys_end_;
+    for (std::size_t j0 = task_.key_begin; j0 < marks_.keys_end();
+         j0 += kKeyBlock) {
+      const std::size_t n = std::min(kKeyBlock, marks_.keys_end() - j0);
+      const bool first = j0 == task_.key_begin,
+                 last = j0 + n == marks_.keys_end();
       ComputeLogits(j0, n);
       if constexpr (kWithWeights) StoreLogits(j0, n);
       const bool rescale = SoftmaxStep(n);
-      if (last) PoisonSums();
+      if (last) marks_.PoisonSums(sum_);
       const bool to_outputs = last && write_outputs && OutputsFromLastBlock();
       const auto accumulate = [&](auto is_first, auto is_to_outputs) {
         outputs_written =
@@ -159,44 +156,20 @@ class PrefillTile {
   }
 
  private:
-  // A row poisoned by NaN or Inf that sees some key sums to NaN: its output
-  // is NaN (and its weights where it sees a key). Rows that see no key are
-  // never poisoned.
-  void PoisonSums() {
-    for (std::size_t r = 0; r < rows_; ++r) {
-      if (poisoned_[r] && SeesSomeKey(r)) sum_[r] = kNaN;
-    }
-  }
-
-  // 1 / row r's sum, once final: 0 for a row that saw no key (its O is 0),
-  // NaN for a poisoned one.
-  float InverseSum(std::size_t r) const {
-    return sum_[r] == 0.0f ? 0.0f : 1.0f / sum_[r];
-  }
-
   // Whether the last key block's P V may be stored as the output rows:
   // whole panels (a ragged last panel would store past a row's end).
   bool OutputsFromLastBlock() const { return dim_ % nr_ == 0; }
 
   // out row = O row / sum.
   void WriteOutputs() const {
-    const FloatTag d;
-    const std::size_t lanes = hn::Lanes(d);
     for (std::size_t r = 0; r < rows_; ++r) {
-      float* out = OutputRow(r);
-      const float* o = outputs_ + r * ldo_;
-      const float inverse = InverseSum(r);
-      std::size_t c = 0;
-      for (; c + lanes <= dim_; c += lanes) {
-        hn::StoreU(hn::Mul(hn::LoadU(d, o + c), hn::Set(d, inverse)), d,
-                   out + c);
-      }
-      for (; c < dim_; ++c) out[c] = o[c] * inverse;
+      ScaleRow(outputs_ + r * ldo_, dim_, detail::RowMarks::InverseSum(sum_[r]),
+               OutputRow(r));
     }
   }
 
   float* OutputRow(std::size_t r) const {
-    return detail::OutputRow(a_, task_.b, task_.head(r), task_.query(r));
+    return detail::OutputRow(a_, task_, r);
   }
 
   // Q^T in panels of q_cols_ rows, scaled by scale * log2(e), four rows at a
@@ -230,7 +203,7 @@ class PrefillTile {
       const float* rows[4];
       for (std::size_t i = 0; i < count; ++i) {
         rows[i] = QueryRow(r + i);
-        if (!RowsAreFinite(rows[i], 1, 0, dim_)) poisoned_[r + i] = 1;
+        if (!RowsAreFinite(rows[i], 1, 0, dim_)) marks_.Poison(r + i);
       }
       TransposeRowsIntoPanel(QueryPanel(r) + r % q_cols_, q_cols_, rows, count,
                              dim_, scale2);
@@ -243,7 +216,7 @@ class PrefillTile {
   }
 
   const float* QueryRow(std::size_t r) const {
-    return detail::QueryRow(a_, task_.b, task_.head(r), task_.query(r));
+    return detail::QueryRow(a_, task_, r);
   }
 
   float* ScoreRow(std::size_t j) const { return scores_ + j * ld_; }
@@ -281,20 +254,11 @@ class PrefillTile {
     }
   }
 
-  // Whether row r sees a key of the task's range: NaN in its query, or in
-  // keys it does not see, must not poison a row that sees nothing.
-  bool SeesSomeKey(std::size_t r) const {
-    for (std::size_t j = task_.key_begin; j < end_[r]; ++j) {
-      if (!detail::BiasHides(a_, task_.query(r), j)) return true;
-    }
-    return false;
-  }
-
   // The end of the keys that any of the task's rows [first, first + count)
   // sees: keys from there on are hidden from all of them.
   std::size_t EndOfRows(std::size_t first, std::size_t count) const {
-    return *std::max_element(end_ + first,
-                             end_ + std::min(rows_, first + count));
+    return *std::max_element(marks_.ends() + first,
+                             marks_.ends() + std::min(rows_, first + count));
   }
 
   // S^T for keys [j0, j0 + n): base-2 logits, -inf where a key is hidden.
@@ -351,8 +315,8 @@ class PrefillTile {
     for (std::size_t j = j0; j < j0 + n; ++j) {
       if (RowsAreFinite(keys.Row(j - j0), 1, 0, dim_)) continue;
       for (std::size_t r = 0; r < rows_; ++r) {
-        if (j < end_[r] && !detail::BiasHides(a_, task_.query(r), j)) {
-          poisoned_[r] = 1;
+        if (j < marks_.end(r) && !detail::BiasHides(a_, task_.query(r), j)) {
+          marks_.Poison(r);
         }
       }
     }
@@ -364,7 +328,7 @@ class PrefillTile {
     const FloatTag d;
     const std::size_t lanes = hn::Lanes(d);
     for (std::size_t r = 0; r < ld_; ++r) {
-      const std::size_t end = r < rows_ ? end_[r] : keys_end_;
+      const std::size_t end = r < rows_ ? marks_.end(r) : marks_.keys_end();
       relative_end_[r] = static_cast<float>(detail::VisibleIn(end, j0, n));
     }
     const FloatVec neg_inf = hn::Set(d, kNegInf);
@@ -385,14 +349,15 @@ class PrefillTile {
   void AddBias(std::size_t j0, std::size_t n) {
     for (std::size_t r = 0; r < rows_; ++r) {
       const float* bias = detail::BiasRow(a_, task_.query(r), j0);
-      for (std::size_t j = 0; j < detail::VisibleIn(end_[r], j0, n); ++j) {
+      for (std::size_t j = 0; j < detail::VisibleIn(marks_.end(r), j0, n);
+           ++j) {
         float& s = ScoreRow(j)[r];
         if (bias[j] == kNegInf) {
           s = kNegInf;
           continue;
         }
         s += bias[j] * kLog2e;
-        if (!std::isfinite(s)) poisoned_[r] = 1;
+        if (!std::isfinite(s)) marks_.Poison(r);
       }
     }
   }
@@ -502,7 +467,8 @@ class PrefillTile {
                       v1 = hn::Add(o1, v1);
                     }
                     if constexpr (kToOutputs) {
-                      const FloatVec inverse = hn::Set(d, InverseSum(row));
+                      const FloatVec inverse =
+                          hn::Set(d, detail::RowMarks::InverseSum(sum_[row]));
                       o = OutputRow(row) + p * nr_;
                       v0 = hn::Mul(v0, inverse);
                       v1 = hn::Mul(v1, inverse);
@@ -527,9 +493,9 @@ class PrefillTile {
         for (std::size_t c = 0; c < dim_; ++c) o[c] *= correction_[r];
       }
       for (std::size_t j = 0; j < n; ++j) p[j] = ScoreRow(j)[r];
-      detail::AddVisibleValues(a_, task_.query(r), j0,
-                               detail::VisibleIn(end_[r], j0, n), values.first,
-                               values.token, p.data(), o, 0, dim_);
+      detail::AddVisibleValues(
+          a_, task_.query(r), j0, detail::VisibleIn(marks_.end(r), j0, n),
+          values.first, values.token, p.data(), o, 0, dim_);
     }
   }
 
@@ -547,12 +513,12 @@ class PrefillTile {
       if (std::isnan(sum_[r])) {  // poisoned: NaN where it sees a key
         for (std::size_t j = 0; j < a_.shape.kv_len; ++j) {
           const bool hidden =
-              j >= end_[r] || detail::BiasHides(a_, task_.query(r), j);
+              j >= marks_.end(r) || detail::BiasHides(a_, task_.query(r), j);
           w[j] = hidden ? 0.0f : kNaN;
         }
         continue;
       }
-      const std::size_t computed = keys_end_;
+      const std::size_t computed = marks_.keys_end();
       std::fill(w + computed, w + a_.shape.kv_len, 0.0f);
       const FloatVec shift = hn::Set(d, max_[r]);
       const FloatVec inverse = hn::Set(d, 1.0f / sum_[r]);
@@ -568,6 +534,7 @@ class PrefillTile {
 
   const detail::AttentionArgs& a_;
   const detail::TaskRows task_;
+  detail::RowMarks marks_;
   const std::size_t rows_, dim_;
   const std::size_t nr_;  // columns of a panel of V (TileCols)
   // Columns of a panel of Q^T: one vector when the task's rows fit in one
@@ -576,12 +543,10 @@ class PrefillTile {
   const std::size_t q_cols_;
   const std::size_t ld_;   // floats per S^T row: rows_, whole Q^T panels
   const std::size_t ldo_;  // floats per O row: head_dim, whole panels
-  std::size_t keys_end_, min_end_;
+  std::size_t min_end_;
   float *queries_, *scores_, *outputs_, *value_panels_;
   float *key_block_ = nullptr, *value_block_ = nullptr;  // widened K, V
   float *max_, *sum_, *correction_, *relative_end_;
-  std::size_t* end_;
-  char* poisoned_;
 };
 
 }  // namespace HWY_NAMESPACE

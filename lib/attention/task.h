@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstddef>
 #include <limits>
+#include <vector>
 
 #include "lib/attention/attention_args.h"
 #include "lib/common/storage.h"
@@ -16,11 +17,14 @@
 namespace mha::detail {
 
 // Row r is query position q0 + r % q_count of query head kv_head * group +
-// r / q_count, in sequence b; the task looks at keys in [key_begin,
-// key_stop) (all of them unless the keys are split into ranges).
+// r / q_count, in sequence b: the rows of the `group` query heads of each of
+// `kv_heads` KV heads from kv_head on (one for prefill; decode may take
+// them all). The task looks at keys in [key_begin, key_stop) (all of them
+// unless the keys are split into ranges).
 struct TaskRows {
   std::size_t b, kv_head, q0, q_count, group, key_begin, key_stop;
-  std::size_t count() const { return group * q_count; }
+  std::size_t kv_heads = 1;
+  std::size_t count() const { return kv_heads * group * q_count; }
   std::size_t head(std::size_t r) const {
     return kv_head * group + r / q_count;
   }
@@ -47,32 +51,21 @@ inline std::size_t VisibleEnd(const AttentionArgs& a, std::size_t b,
   return end;
 }
 
-// Row r of the task sees keys [key_begin, end[r]) of its range, clamped to
-// the range. Returns the largest end.
-inline std::size_t FindVisibleKeys(const AttentionArgs& a, const TaskRows& task,
-                                   std::size_t* end) {
-  std::size_t keys_end = task.key_begin;
-  for (std::size_t r = 0; r < task.count(); ++r) {
-    end[r] = std::clamp(VisibleEnd(a, task.b, task.query(r)), task.key_begin,
-                        std::max(task.key_begin, task.key_stop));
-    keys_end = std::max(keys_end, end[r]);
-  }
-  return keys_end;
-}
-
 // How many of keys [j0, j0 + n) a row whose visible keys end at `end` sees.
 inline std::size_t VisibleIn(std::size_t end, std::size_t j0, std::size_t n) {
   return end <= j0 ? 0 : std::min(n, end - j0);
 }
 
-inline const float* QueryRow(const AttentionArgs& a, std::size_t b,
-                             std::size_t head, std::size_t query) {
-  return a.q + ElementOffset(a.q_layout, b, head, query);
+// Row r of a task's query and output.
+inline const float* QueryRow(const AttentionArgs& a, const TaskRows& task,
+                             std::size_t r) {
+  return a.q + ElementOffset(a.q_layout, task.b, task.head(r), task.query(r));
 }
 
-inline float* OutputRow(const AttentionArgs& a, std::size_t b, std::size_t head,
-                        std::size_t query) {
-  return a.out + ElementOffset(a.out_layout, b, head, query);
+inline float* OutputRow(const AttentionArgs& a, const TaskRows& task,
+                        std::size_t r) {
+  return a.out +
+         ElementOffset(a.out_layout, task.b, task.head(r), task.query(r));
 }
 
 // K's and V's rows, their elements of type T (float, BF16 or F16: the
@@ -104,6 +97,65 @@ inline bool BiasHides(const AttentionArgs& a, std::size_t query,
   const float* bias = BiasRow(a, query, j);
   return bias != nullptr && *bias == -std::numeric_limits<float>::infinity();
 }
+
+// What a task knows of its rows besides their softmax state: where the keys
+// each sees end, and which NaN or Inf poisoned. In per-thread storage that
+// every task of the thread reuses: steady-state calls allocate nothing.
+class RowMarks {
+ public:
+  RowMarks(const AttentionArgs& a, const TaskRows& task) : a_(a), task_(task) {
+    thread_local std::vector<std::size_t> ends;
+    thread_local std::vector<char> poisoned;
+    ends.resize(task.count());
+    poisoned.assign(task.count(), 0);
+    end_ = ends.data();
+    poisoned_ = poisoned.data();
+    keys_end_ = task.key_begin;
+    for (std::size_t r = 0; r < task.count(); ++r) {
+      end_[r] = std::clamp(VisibleEnd(a, task.b, task.query(r)), task.key_begin,
+                           std::max(task.key_begin, task.key_stop));
+      keys_end_ = std::max(keys_end_, end_[r]);
+    }
+  }
+
+  // Row r sees keys [task.key_begin, end(r)) of the task's range, but those
+  // a -inf bias hides.
+  std::size_t end(std::size_t r) const { return end_[r]; }
+  const std::size_t* ends() const { return end_; }
+  // The largest end: no row sees the keys from there on.
+  std::size_t keys_end() const { return keys_end_; }
+
+  void Poison(std::size_t r) { poisoned_[r] = 1; }
+
+  // Sums of the rows, once final: NaN for a poisoned row that sees some key,
+  // so that its output (and weights) come out NaN. A row that sees no key is
+  // never poisoned: it outputs zeros, whatever its query holds.
+  void PoisonSums(float* sums) const {
+    for (std::size_t r = 0; r < task_.count(); ++r) {
+      if (poisoned_[r] && SeesSomeKey(r)) sums[r] = kNaN;
+    }
+  }
+
+  // 1 / a row's final sum: 0 for a row that saw no key (its O is 0), NaN for
+  // a poisoned one.
+  static float InverseSum(float sum) { return sum == 0.0f ? 0.0f : 1.0f / sum; }
+
+ private:
+  static constexpr float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+  bool SeesSomeKey(std::size_t r) const {
+    for (std::size_t j = task_.key_begin; j < end_[r]; ++j) {
+      if (!BiasHides(a_, task_.query(r), j)) return true;
+    }
+    return false;
+  }
+
+  const AttentionArgs& a_;
+  const TaskRows task_;
+  std::size_t* end_;
+  char* poisoned_;
+  std::size_t keys_end_;
+};
 
 // Row (b, head, query)'s attention weights from key 0 on.
 inline float* WeightsRow(const AttentionArgs& a, std::size_t b,

@@ -185,17 +185,17 @@ inline float ProductResidual(float scale, float x_max, float max) {
 #endif
 }
 
-// y[c] *= factor for c < n.
-inline void ScaleRow(float* HWY_RESTRICT y, std::size_t n, float factor) {
+// y[c] = factor * x[c] for c < n; y may be x.
+inline void ScaleRow(const float* x, std::size_t n, float factor, float* y) {
   const RowTag d;
   const std::size_t lanes = hn::Lanes(d);
   const RowVec f = hn::Set(d, factor);
   std::size_t c = 0;
   for (; c + lanes <= n; c += lanes)
-    hn::StoreU(hn::Mul(f, hn::LoadU(d, y + c)), d, y + c);
+    hn::StoreU(hn::Mul(f, hn::LoadU(d, x + c)), d, y + c);
   if (c < n) {
     RowTail tail;
-    tail.Store(hn::Mul(f, tail.Load(y + c, n - c, 0.0f)), y + c, n - c);
+    tail.Store(hn::Mul(f, tail.Load(x + c, n - c, 0.0f)), y + c, n - c);
   }
 }
 
@@ -234,7 +234,7 @@ inline void SoftmaxRow(const float* x, float* y, std::size_t n, float scale) {
   }
   const float sum =
       Exp2ShiftedRow(x, y, n, scale2, max, ProductResidual(scale2, x_max, max));
-  ScaleRow(y, n, 1.0f / sum);
+  ScaleRow(y, n, 1.0f / sum, y);
 }
 
 }  // namespace HWY_NAMESPACE
