@@ -41,9 +41,7 @@ constexpr std::size_t kTasksWanted = 8;
 // none below min_keys keys a range.
 inline std::size_t KeyRanges(std::size_t tasks, std::size_t kv_len,
                              std::size_t min_keys) {
-  if (tasks >= kTasksWanted) return 1;
-  return std::clamp<std::size_t>((kTasksWanted + tasks - 1) / tasks, 1,
-                                 std::max<std::size_t>(1, kv_len / min_keys));
+  return detail::SplitsForTasks(tasks, kTasksWanted, kv_len, min_keys);
 }
 
 // Runs task(t, state) for every task, each covering one of `ranges` key

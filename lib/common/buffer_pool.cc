@@ -8,11 +8,6 @@
 namespace mha::detail {
 namespace {
 
-struct Entry {
-  hwy::AlignedFreeUniquePtr<float[]> data;
-  std::size_t size;
-};
-
 // Free buffers, at most kKept of them: a few concurrent calls each hold a
 // handful at once.
 class Pool {
@@ -23,7 +18,7 @@ class Pool {
   }
 
   // The smallest free buffer of at least `count` floats, else a new one.
-  Entry Take(std::size_t count) {
+  ReusableFloats Take(std::size_t count) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       auto best = free_.end();
@@ -32,26 +27,24 @@ class Pool {
           best = it;
       }
       if (best != free_.end()) {
-        Entry entry = std::move(*best);
+        ReusableFloats entry = std::move(*best);
         free_.erase(best);
         return entry;
       }
     }
-    // A power of two: a size that grows call by call (a decode step's
-    // states, one more key each time) finds its buffer again.
-    std::size_t size = 1;
-    while (size < count) size *= 2;
-    return {hwy::AllocateAligned<float>(size), size};
+    return ReusableFloats::Allocate(count);
   }
 
   // Keeps the buffer for later calls, dropping the smallest when full.
-  void Give(Entry entry) {
+  void Give(ReusableFloats entry) {
     std::lock_guard<std::mutex> lock(mutex_);
     free_.push_back(std::move(entry));
     if (free_.size() > kKept) {
       auto smallest = std::min_element(
           free_.begin(), free_.end(),
-          [](const Entry& a, const Entry& b) { return a.size < b.size; });
+          [](const ReusableFloats& a, const ReusableFloats& b) {
+            return a.size < b.size;
+          });
       free_.erase(smallest);
     }
   }
@@ -59,19 +52,16 @@ class Pool {
  private:
   static constexpr std::size_t kKept = 16;
   std::mutex mutex_;
-  std::vector<Entry> free_;
+  std::vector<ReusableFloats> free_;
 };
 
 }  // namespace
 
-PooledBuffer::PooledBuffer(std::size_t count) {
-  Entry entry = Pool::Get().Take(count);
-  data_ = std::move(entry.data);
-  size_ = entry.size;
-}
+PooledBuffer::PooledBuffer(std::size_t count)
+    : buffer_(Pool::Get().Take(count)) {}
 
 PooledBuffer::~PooledBuffer() {
-  if (data_) Pool::Get().Give({std::move(data_), size_});
+  if (buffer_.data) Pool::Get().Give(std::move(buffer_));
 }
 
 }  // namespace mha::detail

@@ -11,7 +11,7 @@
 
 #include <cstddef>
 
-#include "hwy/aligned_allocator.h"
+#include "lib/common/reusable_floats.h"
 
 namespace mha::detail {
 
@@ -23,11 +23,10 @@ class PooledBuffer {
   PooledBuffer(const PooledBuffer&) = delete;
   PooledBuffer& operator=(const PooledBuffer&) = delete;
 
-  float* get() const { return data_.get(); }
+  float* get() const { return buffer_.data.get(); }
 
  private:
-  hwy::AlignedFreeUniquePtr<float[]> data_;
-  std::size_t size_ = 0;
+  ReusableFloats buffer_;
 };
 
 }  // namespace mha::detail

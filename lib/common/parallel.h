@@ -10,6 +10,7 @@
 #include <tbb/parallel_for.h>
 #include <tbb/task_arena.h>
 
+#include <algorithm>
 #include <cstddef>
 
 namespace mha::detail {
@@ -40,6 +41,18 @@ void ForEachTask(std::size_t count, double total_work, Task&& task,
                         task(i);
                       }
                     });
+}
+
+// How many ranges to split a dimension of `length` into when `pieces`
+// tasks would be fewer than `wanted`: enough to reach it, but none shorter
+// than min_length. Callers pass constants for `wanted`, never the thread
+// count, so that the cut (and the order of the ranges' sums) does not
+// depend on it.
+inline std::size_t SplitsForTasks(std::size_t pieces, std::size_t wanted,
+                                  std::size_t length, std::size_t min_length) {
+  if (pieces == 0 || pieces >= wanted) return 1;
+  return std::clamp<std::size_t>((wanted + pieces - 1) / pieces, 1,
+                                 std::max<std::size_t>(1, length / min_length));
 }
 
 }  // namespace mha::detail

@@ -301,11 +301,8 @@ inline void Gemv(const detail::GemmArgs& g) {
                           lanes * lanes);
   const std::size_t width = std::min(max_width, full);
   const std::size_t chunks = width == 0 ? 0 : (full + width - 1) / width;
-  std::size_t ranges = 1;
-  if (chunks > 0 && chunks < kTasksWanted) {
-    ranges = std::min((kTasksWanted + chunks - 1) / chunks,
-                      std::max<std::size_t>(1, g.k / kMinRange));
-  }
+  const std::size_t ranges =
+      detail::SplitsForTasks(chunks, kTasksWanted, g.k, kMinRange);
   const std::size_t range_k = (g.k + ranges - 1) / ranges;
   const std::size_t stride = g.m * width;  // floats of one task's sums
   detail::PooledBuffer partial(chunks * ranges * stride);
