@@ -11,6 +11,7 @@
 #define MHA_LIB_GEMM_EPILOGUE_INL_H_
 #endif
 
+#include <algorithm>
 #include <cstddef>
 #include <cstring>
 
@@ -135,6 +136,36 @@ class TileStore {
   // slower: 2048 x 4096 x 4096 and S6 by 2-5%.
   bool stores_as_is_;
 };
+
+// Columns [col0, col0 + width) of rows [0, rows) of C through the epilogue,
+// a tile's width at a time, each row's sums from sums(i, j, count): a
+// vector of row i's sums from column j on, `count` (<= lanes) of them. For
+// products that sum outside the micro-kernel (the GEMV's paths over B in
+// place) and for k == 0.
+template <class Sums>
+void StoreRows(const GemmEpilogue& e, float* c, std::size_t ldc,
+               std::size_t rows, std::size_t col0, std::size_t width,
+               Sums&& sums) {
+  const std::size_t lanes = hn::Lanes(FloatTag()), nr = TileCols();
+  for (std::size_t j = 0; j < width; j += nr) {
+    const std::size_t cols = std::min(nr, width - j);
+    const std::size_t second = cols > lanes ? cols - lanes : 0;
+    const TileStore<> store(e, c, ldc, col0 + j, cols);
+    for (std::size_t i = 0; i < rows; ++i) {
+      store(i, sums(i, j, std::min(cols, lanes)), sums(i, j + lanes, second));
+    }
+  }
+}
+
+// `count` (<= lanes) floats from `from` in a vector, zeros past them.
+inline FloatVec LoadPadded(const float* from, std::size_t count) {
+  const FloatTag d;
+  if (count == hn::Lanes(d)) return hn::LoadU(d, from);
+  if (count == 0) return hn::Zero(d);  // `from` may be past the sums' end
+  HWY_ALIGN float padded[hn::MaxLanes(FloatTag())] = {};
+  std::memcpy(padded, from, count * sizeof(float));
+  return hn::Load(d, padded);
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace mha

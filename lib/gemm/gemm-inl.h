@@ -439,15 +439,15 @@ void MultiplyBlock(const detail::GemmArgs& g, const SliceOfA& a, std::size_t i0,
   by_slivers(std::false_type());
 }
 
-// C = beta * C (+ bias): the whole product when k == 0.
+// C = beta * C (+ bias): the whole product when k == 0, the epilogue's sums
+// all zero (and alpha 1, so that alpha does not count, NaN or not).
 inline void ScaleOnly(const detail::GemmArgs& g) {
-  for (std::size_t i = 0; i < g.m; ++i) {
-    float* row = g.c + i * g.ldc;
-    for (std::size_t j = 0; j < g.n; ++j) {
-      row[j] = g.beta == 0.0f ? 0.0f : g.beta * row[j];
-      if (g.column_bias) row[j] += g.column_bias[j];
-    }
-  }
+  GemmEpilogue epilogue = GemmEpilogue::First(g);
+  epilogue.alpha = 1.0f;
+  StoreRows(epilogue, g.c, g.ldc, g.m, 0, g.n,
+            [](std::size_t, std::size_t, std::size_t) {
+              return hn::Zero(FloatTag());
+            });
 }
 
 // The task grid of a slice: column blocks of at most nc (each task packs its B

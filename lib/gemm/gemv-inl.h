@@ -51,10 +51,17 @@ inline bool SuitsGemv(const detail::GemmArgs& g) {
   return g.m <= kGemvRows && g.k > 0;
 }
 
-// A(i, p) of op(A).
-inline float ElementA(const detail::GemmArgs& g, std::size_t i, std::size_t p) {
-  return g.trans_a ? g.a[p * g.lda + i] : g.a[i * g.lda + p];
-}
+// op(A) by strides, A(i, p) at a[i * row + p * step]: whether A is
+// transposed is settled once, not tested per element in the loops over k.
+struct StridedA {
+  explicit StridedA(const detail::GemmArgs& g)
+      : a(g.a), row(g.trans_a ? 1 : g.lda), step(g.trans_a ? g.lda : 1) {}
+  float operator()(std::size_t i, std::size_t p) const {
+    return a[i * row + p * step];
+  }
+  const float* a;
+  std::size_t row, step;
+};
 
 // One step of a pre-packed panel (TileCols() values at `step`) times a0,
 // into the pair of sums sum0, sum1.
@@ -91,6 +98,7 @@ HWY_INLINE void GemvPanels(const detail::GemmArgs& g, const BElement* panel,
   const BElement* next = panel + k * nr;  // the second panel, if any
   const std::size_t lead = detail::kStreamLeadBytes / sizeof(BElement);
   const std::size_t step_pair_bytes = 2 * nr * sizeof(BElement);
+  const StridedA op_a(g);
   const TileStore<> store(epilogue, g.c, g.ldc, j0, std::min(nr, g.n - j0));
   const TileStore<> next_store(epilogue, g.c, g.ldc, j0 + nr,
                                kPanels == 2 ? std::min(nr, g.n - j0 - nr) : 0);
@@ -106,8 +114,8 @@ HWY_INLINE void GemvPanels(const detail::GemmArgs& g, const BElement* panel,
       if constexpr (kPanels == 2) {
         detail::PrefetchBytes(next + p * nr + lead, step_pair_bytes);
       }
-      const FloatVec a0 = hn::Set(d, ElementA(g, i, p));
-      const FloatVec a1 = hn::Set(d, ElementA(g, i, p + 1));
+      const FloatVec a0 = hn::Set(d, op_a(i, p));
+      const FloatVec a1 = hn::Set(d, op_a(i, p + 1));
       GemvStep(d, panel + p * nr, a0, even0, even1);
       GemvStep(d, panel + (p + 1) * nr, a1, odd0, odd1);
       if constexpr (kPanels == 2) {
@@ -116,7 +124,7 @@ HWY_INLINE void GemvPanels(const detail::GemmArgs& g, const BElement* panel,
       }
     }
     if (p < k) {
-      const FloatVec a0 = hn::Set(d, ElementA(g, i, p));
+      const FloatVec a0 = hn::Set(d, op_a(i, p));
       GemvStep(d, panel + p * nr, a0, even0, even1);
       if constexpr (kPanels == 2) {
         GemvStep(d, next + p * nr, a0, next_even0, next_even1);
@@ -149,19 +157,20 @@ void GemvRows(const detail::GemmArgs& g, std::size_t j0, std::size_t width,
               std::size_t p0, std::size_t p1, float* HWY_RESTRICT sums) {
   const FloatTag d;
   const std::size_t lanes = hn::Lanes(d), ld = g.ldb;
+  const StridedA op_a(g);
   std::size_t p = p0;
   static_assert(kGemvRowsPerPass == 8, "the pass below names eight rows");
   for (; p + 8 <= p1; p += 8) {
     const float* HWY_RESTRICT b = g.b + p * ld + j0;
     for (std::size_t i = 0; i < g.m; ++i) {
-      const FloatVec a0 = hn::Set(d, ElementA(g, i, p));
-      const FloatVec a1 = hn::Set(d, ElementA(g, i, p + 1));
-      const FloatVec a2 = hn::Set(d, ElementA(g, i, p + 2));
-      const FloatVec a3 = hn::Set(d, ElementA(g, i, p + 3));
-      const FloatVec a4 = hn::Set(d, ElementA(g, i, p + 4));
-      const FloatVec a5 = hn::Set(d, ElementA(g, i, p + 5));
-      const FloatVec a6 = hn::Set(d, ElementA(g, i, p + 6));
-      const FloatVec a7 = hn::Set(d, ElementA(g, i, p + 7));
+      const FloatVec a0 = hn::Set(d, op_a(i, p));
+      const FloatVec a1 = hn::Set(d, op_a(i, p + 1));
+      const FloatVec a2 = hn::Set(d, op_a(i, p + 2));
+      const FloatVec a3 = hn::Set(d, op_a(i, p + 3));
+      const FloatVec a4 = hn::Set(d, op_a(i, p + 4));
+      const FloatVec a5 = hn::Set(d, op_a(i, p + 5));
+      const FloatVec a6 = hn::Set(d, op_a(i, p + 6));
+      const FloatVec a7 = hn::Set(d, op_a(i, p + 7));
       float* HWY_RESTRICT row = sums + i * width;
       for (std::size_t j = 0; j < width; j += lanes) {
         if constexpr (kPrefetch) {
@@ -185,7 +194,7 @@ void GemvRows(const detail::GemmArgs& g, std::size_t j0, std::size_t width,
   for (; p < p1; ++p) {
     const float* HWY_RESTRICT b = g.b + p * ld + j0;
     for (std::size_t i = 0; i < g.m; ++i) {
-      const FloatVec a = hn::Set(d, ElementA(g, i, p));
+      const FloatVec a = hn::Set(d, op_a(i, p));
       float* HWY_RESTRICT row = sums + i * width;
       for (std::size_t j = 0; j < width; j += lanes) {
         hn::Store(hn::MulAdd(a, hn::LoadU(d, b + j), hn::Load(d, row + j)), d,
@@ -195,18 +204,14 @@ void GemvRows(const detail::GemmArgs& g, std::size_t j0, std::size_t width,
   }
 }
 
-// C's columns [j0, j0 + width) from the sums: alpha * sum + beta * C + bias.
+// C's columns [j0, j0 + width) from the sums (rows of width): alpha * sum +
+// beta * C + bias.
 inline void GemvStore(const detail::GemmArgs& g, std::size_t j0,
                       std::size_t width, const float* sums) {
-  for (std::size_t i = 0; i < g.m; ++i) {
-    float* c = g.c + i * g.ldc + j0;
-    for (std::size_t j = 0; j < width; ++j) {
-      float x = g.alpha * sums[i * width + j];
-      if (g.beta != 0.0f) x += g.beta * c[j];
-      if (g.column_bias) x += g.column_bias[j0 + j];
-      c[j] = x;
-    }
-  }
+  StoreRows(GemmEpilogue::First(g), g.c, g.ldc, g.m, j0, width,
+            [&](std::size_t i, std::size_t j, std::size_t count) {
+              return LoadPadded(sums + i * width + j, count);
+            });
 }
 
 // Pre-packed B, its elements of type BElement.
@@ -247,9 +252,10 @@ inline void GemvTransposedB(const detail::GemmArgs& g) {
   std::size_t lda = g.lda;
   const detail::PooledBuffer rows_of_a(g.trans_a ? g.m * g.k : 0);
   if (g.trans_a) {
+    const StridedA op_a(g);
     for (std::size_t i = 0; i < g.m; ++i) {
       for (std::size_t p = 0; p < g.k; ++p) {
-        rows_of_a.get()[i * g.k + p] = ElementA(g, i, p);
+        rows_of_a.get()[i * g.k + p] = op_a(i, p);
       }
     }
     a = rows_of_a.get();
@@ -342,11 +348,12 @@ inline void Gemv(const detail::GemmArgs& g) {
   // Columns past the last whole vector, summed the same way, one by one.
   const std::size_t tail = g.n - full;
   float sums[kGemvRows * hn::MaxLanes(FloatTag())];
+  const StridedA op_a(g);
   for (std::size_t i = 0; i < g.m; ++i) {
     for (std::size_t j = 0; j < tail; ++j) {
       float sum = 0.0f;
       for (std::size_t p = 0; p < g.k; ++p) {
-        sum += ElementA(g, i, p) * g.b[p * g.ldb + full + j];
+        sum += op_a(i, p) * g.b[p * g.ldb + full + j];
       }
       sums[i * tail + j] = sum;
     }
