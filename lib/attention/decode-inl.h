@@ -88,7 +88,6 @@ class DecodeRange {
         rows_(task.count()),
         dim_(args.shape.head_dim),
         block_(KeysPerBlock()),
-        prefetch_(TwoBlocksFitHalfOfL2(block_)),
         key_lead_(std::max<std::size_t>(
             1, detail::kStreamLeadBytes / (dim_ * sizeof(KV)))) {
     using detail::ScratchSlot;
@@ -143,12 +142,10 @@ class DecodeRange {
   // (one task per KV head; 32 over 2048 keys on 1 and 2 cores, 8 over 8192
   // on 1; in one process against the loop, balanced order).)
   void Run() {
-    const std::size_t keys_end = marks_.keys_end();
-    for (std::size_t j0 = task_.key_begin; j0 < keys_end; j0 += block_) {
-      const std::size_t n = std::min(block_, keys_end - j0);
-      ComputeLogits(j0, n);
-      for (std::size_t r = 0; r < rows_; ++r) SoftmaxStep(r, j0, n);
-      AccumulateValues(j0, n);
+    if (TwoBlocksFitHalfOfL2(block_)) {
+      RunBlocks</*kPrefetch=*/true>();
+    } else {
+      RunBlocks</*kPrefetch=*/false>();
     }
     marks_.PoisonSums(sum_);
   }
@@ -209,6 +206,18 @@ class DecodeRange {
     return detail::VisibleIn(marks_.end(r), j0, n);
   }
 
+  // kPrefetch: V and K ahead of use (see Run).
+  template <bool kPrefetch>
+  void RunBlocks() {
+    const std::size_t keys_end = marks_.keys_end();
+    for (std::size_t j0 = task_.key_begin; j0 < keys_end; j0 += block_) {
+      const std::size_t n = std::min(block_, keys_end - j0);
+      ComputeLogits<kPrefetch>(j0, n);
+      for (std::size_t r = 0; r < rows_; ++r) SoftmaxStep(r, j0, n);
+      AccumulateValues(j0, n);
+    }
+  }
+
   // scores[r][j] = q_r . k_{j0+j} in base 2, -inf where row r does not see
   // the key. Keys outer, KV heads inner: one pass over each key's row of
   // every head, each K row loaded once for the rows of its group.
@@ -226,11 +235,12 @@ class DecodeRange {
   // whatever the software prefetches (none, no V, K 2 to 16 KiB ahead). So
   // from DRAM this loop's speed is not what limits the rate (see Run), and
   // the faster forms were not kept.
+  template <bool kPrefetch>
   void ComputeLogits(std::size_t j0, std::size_t n) {
     for (std::size_t j = 0; j < n; ++j) {
       for (std::size_t kv_head = kv_begin_; kv_head < kv_end_; ++kv_head) {
         const KV* key = detail::KeyRow<KV>(a_, task_.b, kv_head, j0 + j);
-        if (prefetch_) {
+        if constexpr (kPrefetch) {
           PrefetchRow(detail::ValueRow<KV>(a_, task_.b, kv_head, j0 + j));
           if (j0 + j + key_lead_ < marks_.keys_end()) {
             PrefetchRow(
@@ -521,7 +531,6 @@ class DecodeRange {
   const std::size_t rows_each_;  // rows per KV head: query heads x q_len
   const std::size_t rows_, dim_;
   const std::size_t block_;     // keys per block (KeysPerBlock)
-  const bool prefetch_;         // K and V ahead of use (see Run)
   const std::size_t key_lead_;  // keys K is prefetched ahead (see Run)
   float *queries_, *scores_, *outputs_, *block_sums_, *max_, *sum_;
 };
