@@ -99,7 +99,7 @@ inline bool BiasHides(const AttentionArgs& a, std::size_t query,
 }
 
 // What a task knows of its rows besides their softmax state: where the keys
-// each sees end, and which NaN or Inf poisoned. In per-thread storage that
+// each sees end, and which rows NaN or Inf poisoned. In per-thread storage that
 // every task of the thread reuses: steady-state calls allocate nothing.
 class RowMarks {
  public:
