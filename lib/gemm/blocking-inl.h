@@ -96,17 +96,21 @@ inline const GemmBlocking& Blocking() {
 constexpr std::size_t kNarrowPanels = 3;
 
 // The deepest slice of k for the sweep by pairs of panels (gemm-inl.h):
-// the A tile, kWideTileRows rows read in place, in half of L1, and a pair of
-// B panels (4 vectors a step) in a quarter of L2, which streams it past
-// every tile of a chunk of rows. 1024 on Zen 5 (48 KiB L1, 1 MiB L2): k =
-// 1024 in one slice, with no second pass over C. 2048 x 1024 x 1024 on 1
+// the A tile, kWideTileRows rows read in place, in 3/4 of L1 (as the
+// sliver's, above), and a pair of B panels (4 vectors a step) in a quarter
+// of L2, which streams it past every tile of a chunk of rows. 1024 on Zen 5
+// (48 KiB L1, 1 MiB L2) and on Zen 4 (32 KiB, 1 MiB): k = 1024 in one
+// slice, with no second pass over C. Zen 5, 2048 x 1024 x 1024 on 1
 // thread, one process, GFLOP/s: sliver sweep 225 (kc 512), 232 (kc 1024);
 // pair sweep 235 (kc 512), 252 (kc 1024); oneDNN on its reordered weights
 // 251. 2048^3: 222, pair sweep at kc 688 229, at 1024 232 (oneDNN 217).
+// Zen 4, A tile in half of L1 (kc 680) and in 3/4 (kc 1024), % of the FMA
+// peak on 1 thread (oneDNN beside them): 1024 x 768 x 768 90 and 94 (94-96),
+// 1024^3 89 and 93 (90-91), 2048^3 89 and 92 (90).
 inline std::size_t SweepDepth() {
   const detail::CacheSizes& caches = detail::MachineCaches();
   const std::size_t a_tile_depth =
-      caches.l1d / 2 / (kWideTileRows * sizeof(float));
+      caches.l1d * 3 / 4 / (kWideTileRows * sizeof(float));
   const std::size_t pair_depth =
       caches.l2 / 4 / (2 * TileCols() * sizeof(float));
   return std::clamp<std::size_t>(std::min(a_tile_depth, pair_depth), 64, 2048) /
