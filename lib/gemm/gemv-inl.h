@@ -138,6 +138,15 @@ HWY_INLINE void GemvPanels(const detail::GemmArgs& g, const BElement* panel,
   }
 }
 
+// s0 (and s1, with kVecs 2) += a times the vectors at r (and r + lanes).
+template <std::size_t kVecs>
+HWY_INLINE void AddRow(FloatTag d, FloatVec a, const float* HWY_RESTRICT r,
+                       FloatVec& s0, FloatVec& s1) {
+  s0 = hn::MulAdd(a, hn::LoadU(d, r), s0);
+  if constexpr (kVecs == 2)
+    s1 = hn::MulAdd(a, hn::LoadU(d, r + hn::Lanes(d)), s1);
+}
+
 // kVecs (1 or 2) vectors of sums at `sums` += a0 b[0] + ... + a7 b[7 ld],
 // b's eight rows ld floats apart. Each vector of sums is one chain of
 // multiply-adds over the rows in memory order, started from zero and added
@@ -155,20 +164,15 @@ HWY_INLINE void AddEightRows(FloatTag d, const float* HWY_RESTRICT b,
                              float* HWY_RESTRICT sums) {
   static_assert(kVecs == 1 || kVecs == 2, "one or two vectors");
   const std::size_t lanes = hn::Lanes(d);
-  FloatVec s0 = hn::Mul(a0, hn::LoadU(d, b));
-  [[maybe_unused]] FloatVec s1 = s0;
-  if constexpr (kVecs == 2) s1 = hn::Mul(a0, hn::LoadU(d, b + lanes));
-  const auto row = [&](FloatVec a, const float* HWY_RESTRICT r) {
-    s0 = hn::MulAdd(a, hn::LoadU(d, r), s0);
-    if constexpr (kVecs == 2) s1 = hn::MulAdd(a, hn::LoadU(d, r + lanes), s1);
-  };
-  row(a1, b + ld);
-  row(a2, b + 2 * ld);
-  row(a3, b + 3 * ld);
-  row(a4, b + 4 * ld);
-  row(a5, b + 5 * ld);
-  row(a6, b + 6 * ld);
-  row(a7, b + 7 * ld);
+  FloatVec s0 = hn::Zero(d), s1 = s0;
+  AddRow<kVecs>(d, a0, b, s0, s1);
+  AddRow<kVecs>(d, a1, b + ld, s0, s1);
+  AddRow<kVecs>(d, a2, b + 2 * ld, s0, s1);
+  AddRow<kVecs>(d, a3, b + 3 * ld, s0, s1);
+  AddRow<kVecs>(d, a4, b + 4 * ld, s0, s1);
+  AddRow<kVecs>(d, a5, b + 5 * ld, s0, s1);
+  AddRow<kVecs>(d, a6, b + 6 * ld, s0, s1);
+  AddRow<kVecs>(d, a7, b + 7 * ld, s0, s1);
   hn::Store(hn::Add(hn::Load(d, sums), s0), d, sums);
   if constexpr (kVecs == 2) {
     hn::Store(hn::Add(hn::Load(d, sums + lanes), s1), d, sums + lanes);
