@@ -63,13 +63,17 @@ struct StridedA {
   std::size_t row, step;
 };
 
-// One step of a pre-packed panel (TileCols() values at `step`) times a0,
-// into the pair of sums sum0, sum1.
-template <class BElement>
+// One step of B times a0 into sum0 (the vector at `step`) and, with kVecs
+// 2, sum1 (the vector after it): a pre-packed panel's TileCols() values, or
+// a run of a row of B in place.
+template <std::size_t kVecs = 2, class BElement>
 HWY_INLINE void GemvStep(FloatTag d, const BElement* step, FloatVec a0,
                          FloatVec& sum0, FloatVec& sum1) {
+  static_assert(kVecs == 1 || kVecs == 2, "one or two vectors");
   sum0 = hn::MulAdd(a0, LoadWide(d, step), sum0);
-  sum1 = hn::MulAdd(a0, LoadWide(d, step + hn::Lanes(d)), sum1);
+  if constexpr (kVecs == 2) {
+    sum1 = hn::MulAdd(a0, LoadWide(d, step + hn::Lanes(d)), sum1);
+  }
 }
 
 // Rows of C against kPanels (1 or 2) adjacent pre-packed panels, columns
@@ -138,15 +142,6 @@ HWY_INLINE void GemvPanels(const detail::GemmArgs& g, const BElement* panel,
   }
 }
 
-// s0 (and s1, with kVecs 2) += a times the vectors at r (and r + lanes).
-template <std::size_t kVecs>
-HWY_INLINE void AddRow(FloatTag d, FloatVec a, const float* HWY_RESTRICT r,
-                       FloatVec& s0, FloatVec& s1) {
-  s0 = hn::MulAdd(a, hn::LoadU(d, r), s0);
-  if constexpr (kVecs == 2)
-    s1 = hn::MulAdd(a, hn::LoadU(d, r + hn::Lanes(d)), s1);
-}
-
 // kVecs (1 or 2) vectors of sums at `sums` += a0 b[0] + ... + a7 b[7 ld],
 // b's eight rows ld floats apart. Each vector of sums is one chain of
 // multiply-adds over the rows in memory order, started from zero and added
@@ -162,17 +157,16 @@ HWY_INLINE void AddEightRows(FloatTag d, const float* HWY_RESTRICT b,
                              FloatVec a2, FloatVec a3, FloatVec a4, FloatVec a5,
                              FloatVec a6, FloatVec a7,
                              float* HWY_RESTRICT sums) {
-  static_assert(kVecs == 1 || kVecs == 2, "one or two vectors");
   const std::size_t lanes = hn::Lanes(d);
   FloatVec s0 = hn::Zero(d), s1 = s0;
-  AddRow<kVecs>(d, a0, b, s0, s1);
-  AddRow<kVecs>(d, a1, b + ld, s0, s1);
-  AddRow<kVecs>(d, a2, b + 2 * ld, s0, s1);
-  AddRow<kVecs>(d, a3, b + 3 * ld, s0, s1);
-  AddRow<kVecs>(d, a4, b + 4 * ld, s0, s1);
-  AddRow<kVecs>(d, a5, b + 5 * ld, s0, s1);
-  AddRow<kVecs>(d, a6, b + 6 * ld, s0, s1);
-  AddRow<kVecs>(d, a7, b + 7 * ld, s0, s1);
+  GemvStep<kVecs>(d, b, a0, s0, s1);
+  GemvStep<kVecs>(d, b + ld, a1, s0, s1);
+  GemvStep<kVecs>(d, b + 2 * ld, a2, s0, s1);
+  GemvStep<kVecs>(d, b + 3 * ld, a3, s0, s1);
+  GemvStep<kVecs>(d, b + 4 * ld, a4, s0, s1);
+  GemvStep<kVecs>(d, b + 5 * ld, a5, s0, s1);
+  GemvStep<kVecs>(d, b + 6 * ld, a6, s0, s1);
+  GemvStep<kVecs>(d, b + 7 * ld, a7, s0, s1);
   hn::Store(hn::Add(hn::Load(d, sums), s0), d, sums);
   if constexpr (kVecs == 2) {
     hn::Store(hn::Add(hn::Load(d, sums + lanes), s1), d, sums + lanes);
