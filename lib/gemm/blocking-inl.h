@@ -151,11 +151,12 @@ inline std::size_t SliceDepth(std::size_t n, std::size_t k, bool sweeps_pairs) {
   return RoundUp((k + slices - 1) / slices, 8);
 }
 
-// The columns of a task's B block for slices `depth` deep (nc above).
-inline std::size_t BlockCols(std::size_t depth) {
-  const std::size_t nr = TileCols();
-  return std::max(
-      nr, detail::MachineCaches().l2 / 2 / (depth * sizeof(float)) / nr * nr);
+// The columns of a task's B block for slices `depth` deep (nc above), in
+// whole `unit`s of columns (a panel, or a pair of panels for the sweep by
+// pairs).
+inline std::size_t BlockCols(std::size_t depth, std::size_t unit) {
+  return std::max(unit, detail::MachineCaches().l2 / 2 /
+                            (depth * sizeof(float)) / unit * unit);
 }
 
 }  // namespace HWY_NAMESPACE

@@ -230,7 +230,7 @@ static_assert(kCopyAMinPanels > kNarrowPanels, "narrow B reads A in place");
 inline bool CopiesA(const detail::GemmArgs& g, std::size_t depth,
                     std::size_t panels_per_block) {
   if (g.trans_a) return false;
-  const std::size_t block_cols = BlockCols(depth);
+  const std::size_t block_cols = BlockCols(depth, TileCols());
   const std::size_t col_blocks = (g.n + block_cols - 1) / block_cols;
   return col_blocks >= kCopyAColBlocks ||
          (panels_per_block >= kCopyAMinPanels &&
@@ -453,7 +453,8 @@ inline void ScaleOnly(const detail::GemmArgs& g) {
 // The task grid of a slice: column blocks of at most nc (each task packs its B
 // block once and sweeps every A sliver of its rows past it), of all rows or,
 // for row-chunk products (RunsRowChunks), of kChunksPerRowTask chunks of rows,
-// split further -- in whole panels or in whole tiles, whichever reads less --
+// split further -- in whole column units or in whole tiles, whichever reads
+// less --
 // while there are fewer than two tasks per thread of the caller's arena, each
 // of at least kMinTaskWork multiply-adds. Every column block reads all the rows
 // of A in its block row and every row block all the columns of B in its block
@@ -472,24 +473,25 @@ struct GemmGrid {
   bool columns_outer;
 
   // `depth`: the product's slice depth (SliceDepth); `row_chunks`: whether
-  // its tasks are chunks of rows (RunsRowChunks).
-  GemmGrid(const detail::GemmArgs& g, std::size_t depth, bool row_chunks)
+  // its tasks are chunks of rows (RunsRowChunks); `col_unit`: the columns
+  // blocks are made of (ColumnUnit).
+  GemmGrid(const detail::GemmArgs& g, std::size_t depth, bool row_chunks,
+           std::size_t col_unit)
       : columns_outer(row_chunks) {
     constexpr double kMinTaskWork = 1 << 20;
     const std::size_t threads = detail::ArenaThreads();
     const std::size_t tasks_wanted = threads > 1 ? 2 * threads : 1;
-    const std::size_t nr = TileCols();
     mc = row_chunks ? std::min(RoundUp(g.m, kTileRows),
                                kChunksPerRowTask * SweepRows(depth))
                     : RoundUp(g.m, kTileRows);
-    nc = EvenBlock(g.n, Blocks(g.n, BlockCols(depth)), nr);
+    nc = EvenBlock(g.n, Blocks(g.n, BlockCols(depth, col_unit)), col_unit);
     for (;;) {
       row_blocks = Blocks(g.m, mc);
       col_blocks = Blocks(g.n, nc);
       const double task_work = double(mc) * nc * depth;
       if (task_work < 2 * kMinTaskWork) break;
       const std::size_t half_mc = EvenBlock(g.m, 2 * row_blocks, kTileRows);
-      const std::size_t half_nc = EvenBlock(g.n, 2 * col_blocks, nr);
+      const std::size_t half_nc = EvenBlock(g.n, 2 * col_blocks, col_unit);
       const bool rows_split = Blocks(g.m, half_mc) > row_blocks;
       const bool cols_split = Blocks(g.n, half_nc) > col_blocks;
       if (tasks() >= tasks_wanted) {
@@ -536,6 +538,14 @@ struct GemmGrid {
   }
 };
 
+// The columns of C a task's block is made of: whole pairs of panels for the
+// sweep by pairs, whose odd last panel goes by slivers (SweepPanelPairs).
+// 1024 x 768 x 768 made blocks of 5 panels (160 columns, the most whose
+// 768 steps fit half of L2): a fifth of the product by the 12 x 2 tile.
+inline std::size_t ColumnUnit(Sweep sweep) {
+  return (sweep == Sweep::kPanelPairs ? 2 : 1) * TileCols();
+}
+
 // The blocked product, B's elements of type BElement, its rows passing B
 // by `sweep`. Each task runs all the slices of its block, unless A is
 // copied (a slice at a time, for all tasks): the C block it reads back for
@@ -546,7 +556,7 @@ template <class BElement>
 void GemmSlices(const detail::GemmArgs& g, Sweep sweep) {
   const std::size_t depth = SliceDepth(g.n, g.k, sweep == Sweep::kPanelPairs);
   const bool row_chunks = RunsRowChunks(g, sweep, depth);
-  const GemmGrid grid(g, depth, row_chunks);
+  const GemmGrid grid(g, depth, row_chunks, ColumnUnit(sweep));
   const bool copy_a = !row_chunks && CopiesA(g, depth, grid.nc / TileCols());
   const std::size_t copy_stride = CopyStride(depth);
   const GemmEpilogue first = GemmEpilogue::First(g);

@@ -28,7 +28,7 @@ detail::GemmShapeParams GemmShapeParamsOfTarget() {
   return {kTileRows,
           TileCols(),
           Blocking().kc,
-          BlockCols(Blocking().kc),
+          BlockCols(Blocking().kc, TileCols()),
           MaxSliceDepth(2 * TileCols(), false),
           kHasPairSweep ? kSweepPairsMinRows : 0,
           SweepDepth(),
