@@ -266,6 +266,9 @@ def corpus():
     c["repro-attention-weights-overlap-v"] = attention(bad=12, bad_arg=33)
     c["repro-attention-weights-overlap-out"] = attention(bad=14, bad_arg=16)
     c["repro-attention-out-overlaps-bias"] = attention(bad=15, bad_arg=8)
+    for arg in (0, 1, 2, 7):  # batch, head, token stride 0; head stride 2
+        c[f"repro-attention-out-rows-overlap-{arg}"] = attention(
+            bad=16, bad_arg=arg, b=2, kvh=2)
     c["repro-softmax-y-overlaps-x"] = softmax(bad=9, bad_arg=50)
     c["repro-forward-output-overlaps-query"] = forward(bad=9, bad_arg=40)
     c["repro-forward-weights-overlap-value"] = forward(bad=10, bad_arg=41,

@@ -726,7 +726,7 @@ void CheckAttention(const AttentionCase& c) {
 void FuzzAttention(Reader& in) {
   const std::string target = ApplyTarget(in.U8());
   std::uint8_t flags = in.U8();
-  const int invalid = InvalidKind(in.U8(), 15);
+  const int invalid = InvalidKind(in.U8(), 16);
   const std::uint8_t invalid_arg = in.U8();
   AttentionCase c;
   mha::AttentionShape& s = c.s;
@@ -1082,6 +1082,22 @@ void FuzzAttention(Reader& in) {
         bad.mask.bias = bad.bias.data();
         out = bad.bias.data() + offset;
         what = Str("out = mask.bias + ", offset, " (overlapping)");
+        break;
+      }
+      case 16: {  // out's rows over one another: a stride below head_dim
+        category = "alias";
+        // The dimensions of more than one row, from invalid_arg's on.
+        std::size_t* strides[] = {&bad.ov.layout.batch, &bad.ov.layout.head,
+                                  &bad.ov.layout.token};
+        const std::size_t counts[] = {B, H, Q};
+        std::size_t dim = invalid_arg % 3;
+        for (std::size_t tried = 0; tried < 3 && counts[dim] < 2; ++tried) {
+          dim = (dim + 1) % 3;
+        }
+        if (counts[dim] < 2) return;  // one row: nothing can overlap
+        // Shorter strides shrink the extent: out's buffer still holds it.
+        *strides[dim] = invalid_arg / 3 % D;
+        what = Str("out_layout ", bad.ov.Describe(), " (rows overlap)");
         break;
       }
     }
