@@ -42,7 +42,7 @@ void TimeGemm(benchmark::State& state, Multiply&& multiply) {
   const std::size_t m = state.range(0), n = state.range(1), k = state.range(2);
   const bool trans_b = state.range(3) != 0;
   const auto a = RandomVector(m * k, 1), b = RandomVector(k * n, 2);
-  std::vector<float> c(m * n);
+  AlignedFloats c(m * n);
   WithThreads(state.range(4), [&] {
     for (auto _ : state) {
       multiply(m, n, k, trans_b, a.data(), b.data(), c.data());

@@ -35,7 +35,15 @@ class GemmTest : public PerTarget {
   // layer packs its weights, plus a column bias (added once, by the first
   // slice's epilogue), C as it is or in blocks of two panels' columns (as
   // the layer writes its projections head-major).
-  enum class Route { kPublic, kWideTiles, kPrePackedB, kPrePackedBBlockedC };
+  // kStreamedC: plain stores of the first slice streamed past the caches,
+  // as for a C larger than a quarter of L3, with C's rows vector-aligned.
+  enum class Route {
+    kPublic,
+    kWideTiles,
+    kPrePackedB,
+    kPrePackedBBlockedC,
+    kStreamedC
+  };
 
   // Where C's elements lie: rows ldc apart, or, with block_cols, blocks of
   // block_cols columns block_stride apart.
@@ -84,10 +92,19 @@ class GemmTest : public PerTarget {
       out.ldc = out.block_cols + pad;
       out.block_stride = m * out.ldc + pad;
     }
+    // C ends at a guard page (page-aligned): a size that is a multiple of
+    // kVectorAlign floats puts its first element, and with ldc a multiple
+    // of it every row, on a boundary of the widest vector (2048-bit SVE).
+    constexpr std::size_t kVectorAlign = 64;
+    std::size_t c_tail = 0;
+    if (route == Route::kStreamedC) {
+      out.ldc = (n + pad + kVectorAlign - 1) / kVectorAlign * kVectorAlign;
+      c_tail = (kVectorAlign - out.Extent() % kVectorAlign) % kVectorAlign;
+    }
     GuardedFloats a(PaddedRandom(a_rows, a_cols, lda, 1));
     GuardedFloats b(PaddedRandom(b_rows, b_cols, ldb, 2));
     const std::vector<float> c_values = RandomVector(m * n, 3);
-    std::vector<float> c_initial(out.Extent(), kNaN);
+    std::vector<float> c_initial(out.Extent() + c_tail, kNaN);
     for (std::size_t i = 0; i < m; ++i)
       for (std::size_t j = 0; j < n; ++j)
         c_initial[out.At(i, j)] = c_values[i * n + j];
@@ -113,6 +130,12 @@ class GemmTest : public PerTarget {
                  tb ? Transpose::Yes : Transpose::No, m, n, k, alpha, a.data(),
                  lda, b.data(), ldb, beta, c.data(), ldc);
       ExpectRanOnTarget();
+    } else if (route == Route::kStreamedC) {
+      ASSERT_TRUE(mha::detail::RunGemmStreamingCForTest(
+          mha::detail::ChosenTargetIndex(),
+          {m, n, k, alpha, a.data(), lda, ta, b.data(), ldb, tb, beta, c.data(),
+           ldc}))
+          << "C's rows not vector-aligned: nothing streamed";
     } else {
       mha::detail::RunGemmWithWideTilesForTest(
           mha::detail::ChosenTargetIndex(),
@@ -275,6 +298,32 @@ TEST_P(GemmTest, PanelPairSweep) {
     Check(first + 7, 16 * p.nc + 5, p.pair_sweep_kc - 1, false, false, 1.0f,
           0.5f);
   });
+}
+
+// C written by non-temporal stores (where C is large): in one slice and in
+// several (the first streamed, the next reading it back), by every sweep,
+// with a ragged last panel (ordinary stores beside streamed ones), with A
+// copied a slice at a time for all tasks (its rows 1024 floats apart thrash
+// L1), on one thread and on all.
+TEST_P(GemmTest, StreamedC) {
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  const std::size_t nr = p.tile_cols;
+  const std::size_t pair_rows =
+      std::max<std::size_t>(p.pair_sweep_min_rows, 40);
+  for (int threads : {1, 2}) {
+    InArena(threads, [&] {
+      Check(50, 3 * nr + 5, p.kc / 2 + 1, false, false, 1.0f, 0.0f, 3,
+            Route::kStreamedC);
+      Check(50, 5 * nr - 3, 2 * p.kc + 1, false, true, 1.0f, 0.0f, 3,
+            Route::kStreamedC);
+      Check(40, 2 * nr + 3, p.narrow_kc + 7, false, false, 1.0f, 0.0f, 3,
+            Route::kStreamedC);
+      Check(pair_rows + 7, 5 * nr - 3, 2 * p.pair_sweep_kc + 1, false, false,
+            1.0f, 0.0f, 3, Route::kStreamedC);
+      Check(50, 4 * nr + 3, 2 * p.kc + 1, false, false, 1.0f, 0.0f,
+            2048 - (2 * p.kc + 1), Route::kStreamedC);
+    });
+  }
 }
 
 // B pre-packed as the layer's weights, with a column bias: within one slice

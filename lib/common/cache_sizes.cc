@@ -27,7 +27,7 @@ std::string ReadLine(const std::string& path) {
 }
 
 CacheSizes FromSysfs() {
-  CacheSizes sizes{0, 0, 0, 0};
+  CacheSizes sizes{0, 0, 0, 0, 0};
   for (int index = 0; index < 8; ++index) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" +
                             std::to_string(index) + "/";
@@ -41,6 +41,7 @@ CacheSizes FromSysfs() {
       sizes.line = ParseSize(ReadLine(dir + "coherency_line_size"));
     }
     if (level == "2" && type != "Instruction") sizes.l2 = size;
+    if (level == "3" && type != "Instruction") sizes.l3 = size;
   }
   return sizes;
 }
@@ -55,6 +56,7 @@ CacheSizes Detect() {
 #ifdef _SC_LEVEL1_DCACHE_SIZE
   if (sizes.l1d == 0) sizes.l1d = Sysconf(_SC_LEVEL1_DCACHE_SIZE);
   if (sizes.l2 == 0) sizes.l2 = Sysconf(_SC_LEVEL2_CACHE_SIZE);
+  if (sizes.l3 == 0) sizes.l3 = Sysconf(_SC_LEVEL3_CACHE_SIZE);
   if (sizes.l1d_ways == 0) sizes.l1d_ways = Sysconf(_SC_LEVEL1_DCACHE_ASSOC);
   if (sizes.line == 0) sizes.line = Sysconf(_SC_LEVEL1_DCACHE_LINESIZE);
 #endif
@@ -67,6 +69,7 @@ CacheSizes Detect() {
     sizes.line = kShortestCacheLine;
   }
   if (sizes.l2 < (256u << 10) || sizes.l2 > (64u << 20)) sizes.l2 = 1u << 20;
+  if (sizes.l3 < sizes.l2 || sizes.l3 > (1u << 30)) sizes.l3 = 32u << 20;
   return sizes;
 }
 

@@ -12,10 +12,12 @@ struct CacheSizes {
   std::size_t l1d_ways;  // its associativity
   std::size_t line;      // bytes of its cache line
   std::size_t l2;        // bytes of L2 per core
+  std::size_t l3;        // bytes of the last-level cache cpu0 shares
 };
 
 // From /sys/devices/system/cpu/cpu0/cache (Linux, x86 and Arm), else from
-// sysconf, else typical sizes (48 KiB 8-way L1d, 1 MiB L2, 64-byte lines).
+// sysconf, else typical sizes (48 KiB 8-way L1d, 1 MiB L2, 32 MiB L3,
+// 64-byte lines).
 // Sizes a VM reports that are not plausible (an L2 below 256 KiB, say) fall
 // back likewise.
 const CacheSizes& MachineCaches();

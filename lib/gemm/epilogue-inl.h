@@ -13,10 +13,12 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdint>
 #include <cstring>
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "lib/common/cache_sizes.h"
 #include "lib/gemm/gemm_args.h"
 #include "lib/gemm/tile_shape-inl.h"
 
@@ -25,21 +27,49 @@ namespace mha {
 namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
+// The size of C from which whole tile rows that go to it as they are
+// (TileStore) bypass the caches, by non-temporal stores: a quarter of the
+// last-level cache (the threshold of glibc's memcpy for non-temporal stores
+// since 2.38). Such a C would not stay there for its reader anyway, and an
+// ordinary store first reads C's line from DRAM, then evicts A's and B's
+// lines with it. Zen 4 (32 MiB L3), 1 thread, C 64-byte aligned, GFLOP/s
+// ordinary / streamed, interleaved medians: 4096 x 512 x 512 (8 MiB of C)
+// 108.3 / 111.8, 8192 x 512 x 512 107.6 / 111.6, 2048 x 2048 x 2048 107.6 /
+// 109.5; smaller C gained less (1024 x 512 x 512, 2 MiB, 111.9 / 113.0) and
+// is more likely read from the caches next. In the benchmark binary, 5
+// alternating runs: 4096 x 512 x 512 1.05x on 1 and 2 threads, 2048 x 2048 x
+// 64 with B transposed (Q K^T, 64 steps per tile) 1.07x / 1.06x; the
+// layer's forward at S4 and S5 (projections of 8 MiB, no bias) 0.99-1.02x.
+inline std::size_t StreamedCBytes() { return detail::MachineCaches().l3 / 4; }
+
+// Whether the plain stores of `g`'s first slice stream: C of at least
+// `min_bytes` and every tile row on a vector boundary.
+inline bool StreamsC(const detail::GemmArgs& g, std::size_t min_bytes) {
+  const std::size_t vector_floats = hn::Lanes(FloatTag());
+  const bool aligned =
+      reinterpret_cast<std::uintptr_t>(g.c) % (vector_floats * sizeof(float)) ==
+          0 &&
+      g.ldc % vector_floats == 0 && g.c_block_stride % vector_floats == 0;
+  return aligned && double(g.m) * g.n * sizeof(float) >= double(min_bytes);
+}
+
 struct GemmEpilogue {
   float alpha, beta;
-  bool read_c;               // false when beta == 0 on the first slice
+  bool read_c;    // false when beta == 0 on the first slice
+  bool stream_c;  // StreamsC: set by the blocked product for its first slice
   const float* column_bias;  // at C's first column, or null
   // C's blocks of columns (GemmArgs::c_block_cols; 0: none).
   std::size_t c_block_cols, c_block_stride;
 
   // The epilogue of the first slice of `g`.
   static GemmEpilogue First(const detail::GemmArgs& g) {
-    return {g.alpha,       g.beta,         g.beta != 0.0f,
+    return {g.alpha,       g.beta,         g.beta != 0.0f,  false,
             g.column_bias, g.c_block_cols, g.c_block_stride};
   }
-  // The epilogue of every slice after the first.
+  // The epilogue of every slice after the first (which reads C: its stores
+  // stay ordinary).
   GemmEpilogue Accumulating() const {
-    return {alpha, 1.0f, true, nullptr, c_block_cols, c_block_stride};
+    return {alpha, 1.0f, true, false, nullptr, c_block_cols, c_block_stride};
   }
   // Where column `col` of a row of C starts, from the row's first element.
   std::size_t ColumnOffset(std::size_t col) const {
@@ -66,7 +96,9 @@ class TileStore {
         ldc_(ldc),
         cols_(cols),
         bias_(e.column_bias ? e.column_bias + col0 : nullptr),
-        stores_as_is_(e.alpha == 1.0f && !e.read_c && !bias_) {}
+        write_(e.alpha != 1.0f || e.read_c || bias_ ? RowWrite::kCombined
+               : e.stream_c                         ? RowWrite::kStreamed
+                                                    : RowWrite::kAsIs) {}
 
   // Asks for the tile's rows of C ahead of an epilogue that reads them
   // (every slice after the first, or beta != 0), which would otherwise wait
@@ -85,7 +117,10 @@ class TileStore {
     const std::size_t lanes = hn::Lanes(d);
     float* row = c_ + r * ldc_;
     if (kWhole || cols_ == 2 * lanes) {
-      if (stores_as_is_) {
+      if (write_ == RowWrite::kStreamed) {
+        hn::Stream(v0, d, row);
+        hn::Stream(v1, d, row + lanes);
+      } else if (write_ == RowWrite::kAsIs) {
         hn::StoreU(v0, d, row);
         hn::StoreU(v1, d, row + lanes);
       } else {
@@ -125,16 +160,18 @@ class TileStore {
   float* c_;
   std::size_t ldc_, cols_;
   const float* bias_;
-  // Whether whole tile rows go to C as they are (alpha 1, no bias, C only
-  // written: the first slice of a plain product), chosen once per tile.
-  // That row needs no multiply by alpha (an FMA-port operation per vector)
-  // and no loads of alpha and beta through e_, which the compiler repeats
-  // after every store to C (a float store may alias them). 2048 x 2048 x
-  // 64, B transposed (64 steps per tile), 1 thread on Zen 5, interleaved
-  // against oneDNN: 0.96-0.97x of its rate before, 0.98-0.99x after. A
-  // third case adding rows to C (later slices) made multi-slice products
-  // slower: 2048 x 4096 x 4096 and S6 by 2-5%.
-  bool stores_as_is_;
+  // How whole tile rows go to C, chosen once per tile: as they are (alpha 1,
+  // no bias, C only written: the first slice of a plain product), the same
+  // by non-temporal stores where StreamsC, or combined with alpha, beta and
+  // the bias. A row as it is needs no multiply by alpha (an FMA-port
+  // operation per vector) and no loads of alpha and beta through e_, which
+  // the compiler repeats after every store to C (a float store may alias
+  // them). 2048 x 2048 x 64, B transposed (64 steps per tile), 1 thread on
+  // Zen 5, interleaved against oneDNN: 0.96-0.97x of its rate before,
+  // 0.98-0.99x after. A case adding rows to C (later slices) made
+  // multi-slice products slower: 2048 x 4096 x 4096 and S6 by 2-5%.
+  enum class RowWrite : unsigned char { kAsIs, kStreamed, kCombined };
+  RowWrite write_;
 };
 
 // Columns [col0, col0 + width) of rows [0, rows) of C through the epilogue,

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <type_traits>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "lib/common/buffer_pool.h"
 #include "lib/common/parallel.h"
@@ -550,19 +551,22 @@ inline std::size_t ColumnUnit(Sweep sweep) {
 }
 
 // The blocked product, B's elements of type BElement, its rows passing B
-// by `sweep`. Each task runs all the slices of its block, unless A is
-// copied (a slice at a time, for all tasks): the C block it reads back for
-// its next slice is then the one it has just written, not one written a
-// whole pass over C earlier (2048^3 on 1 thread of Zen 5: 224 -> 231
-// GFLOP/s with the sliver sweep).
+// by `sweep`, its first slice's plain stores streamed from C's size of
+// `stream_c_bytes` on (StreamsC). Each task runs all the slices of its block,
+// unless A is copied (a slice at a time, for all tasks): the C block it reads
+// back for its next slice is then the one it has just written, not one written
+// a whole pass over C earlier (2048^3 on 1 thread of Zen 5: 224 -> 231 GFLOP/s
+// with the sliver sweep).
 template <class BElement>
-void GemmSlices(const detail::GemmArgs& g, Sweep sweep) {
+void GemmSlices(const detail::GemmArgs& g, Sweep sweep,
+                std::size_t stream_c_bytes) {
   const std::size_t depth = SliceDepth(g.n, g.k, sweep == Sweep::kPanelPairs);
   const bool row_chunks = RunsRowChunks(g, sweep, depth);
   const GemmGrid grid(g, depth, row_chunks, ColumnUnit(sweep));
   const bool copy_a = !row_chunks && CopiesA(g, depth, grid.nc / TileCols());
   const std::size_t copy_stride = CopyStride(depth);
-  const GemmEpilogue first = GemmEpilogue::First(g);
+  GemmEpilogue first = GemmEpilogue::First(g);
+  first.stream_c = !row_chunks && StreamsC(g, stream_c_bytes);
   const auto multiply = [&](std::size_t task, std::size_t p0,
                             const float* copied_a) {
     const SliceOfA a{g,    copied_a, copy_stride, p0, std::min(depth, g.k - p0),
@@ -571,6 +575,11 @@ void GemmSlices(const detail::GemmArgs& g, Sweep sweep) {
     MultiplyBlock<BElement>(g, a, i0, std::min(grid.mc, g.m - i0), j0,
                             std::min(grid.nc, g.n - j0),
                             p0 == 0 ? first : first.Accumulating());
+    // Streamed rows are ordered after nothing else: fence them before the
+    // task ends, so that whoever waits on it (the next slice, the caller)
+    // reads them. (Row-chunk tasks read their C block back from L2 for the
+    // next slice: they never stream it away.)
+    if (p0 == 0 && first.stream_c) hwy::FlushStream();
   };
   const double work = double(g.m) * g.n * g.k;
   if (!copy_a) {
@@ -597,9 +606,11 @@ void GemmSlices(const detail::GemmArgs& g, Sweep sweep) {
 // objects (gemm_packed16.cc, once per element type), in parallel with this
 // file's (lib/CMakeLists.txt says why).
 extern template void GemmSlices<detail::BF16>(const detail::GemmArgs& g,
-                                              Sweep sweep);
+                                              Sweep sweep,
+                                              std::size_t stream_c_bytes);
 extern template void GemmSlices<detail::F16>(const detail::GemmArgs& g,
-                                             Sweep sweep);
+                                             Sweep sweep,
+                                             std::size_t stream_c_bytes);
 
 // How the product's rows pass B (Sweep).
 inline Sweep ChooseSweep(const detail::GemmArgs& g) {
@@ -614,9 +625,11 @@ inline void GemmBlocked(const detail::GemmArgs& g) {
   if (g.k == 0) return ScaleOnly(g);
   if (SuitsGemv(g)) return Gemv(g);
   const Sweep sweep = ChooseSweep(g);
-  if (g.packed_b == nullptr) return GemmSlices<float>(g, sweep);
+  if (g.packed_b == nullptr) {
+    return GemmSlices<float>(g, sweep, StreamedCBytes());
+  }
   detail::WithStorageType(g.packed_b->precision, [&](auto element) {
-    GemmSlices<decltype(element)>(g, sweep);
+    GemmSlices<decltype(element)>(g, sweep, StreamedCBytes());
   });
 }
 

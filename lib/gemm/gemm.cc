@@ -19,7 +19,12 @@ void GemmKernel(const detail::GemmArgs& args) {
 }
 
 void GemmWideTilesKernel(const detail::GemmArgs& args) {
-  GemmSlices<float>(args, Sweep::kWideSlivers);
+  GemmSlices<float>(args, Sweep::kWideSlivers, StreamedCBytes());
+}
+
+bool GemmStreamingCKernel(const detail::GemmArgs& args) {
+  GemmSlices<float>(args, ChooseSweep(args), 0);
+  return StreamsC(args, 0);
 }
 
 std::size_t GemmPanelCols() { return TileCols(); }
@@ -46,6 +51,7 @@ HWY_AFTER_NAMESPACE();
 namespace mha {
 HWY_EXPORT(GemmKernel);
 HWY_EXPORT(GemmWideTilesKernel);
+HWY_EXPORT(GemmStreamingCKernel);
 HWY_EXPORT(GemmPanelCols);
 HWY_EXPORT(GemmShapeParamsOfTarget);
 
@@ -59,6 +65,9 @@ std::size_t PanelCols(std::size_t target_index) {
 void RunGemmWithWideTilesForTest(std::size_t target_index,
                                  const GemmArgs& args) {
   MHA_CALL_TARGET(target_index, GemmWideTilesKernel)(args);
+}
+bool RunGemmStreamingCForTest(std::size_t target_index, const GemmArgs& args) {
+  return MHA_CALL_TARGET(target_index, GemmStreamingCKernel)(args);
 }
 GemmShapeParams GemmShapeParamsForTest() {
   return MHA_CALL_TARGET(ChosenTargetIndex(), GemmShapeParamsOfTarget)();

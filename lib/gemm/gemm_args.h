@@ -57,6 +57,12 @@ std::size_t PanelCols(std::size_t target_index);
 void RunGemmWithWideTilesForTest(std::size_t target_index,
                                  const GemmArgs& args);
 
+// A validated GEMM (no pre-packed B, no GEMV shape) whose first slice
+// streams its plain stores to C past the caches whatever C's size, where
+// C's rows are vector-aligned, which large products alone call for: its
+// tests. Returns whether C's rows were aligned (the stores streamed).
+bool RunGemmStreamingCForTest(std::size_t target_index, const GemmArgs& args);
+
 // The register tile and cache blocks of the target in force (for tests that
 // sweep sizes around every boundary): kc for B wider than 3 panels and nc
 // for slices kc deep, narrow_kc for B 2 panels wide.

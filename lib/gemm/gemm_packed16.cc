@@ -18,8 +18,8 @@ HWY_BEFORE_NAMESPACE();
 namespace mha {
 namespace HWY_NAMESPACE {
 
-template void GemmSlices<detail::MHA_PACKED_ELEMENT>(const detail::GemmArgs& g,
-                                                     Sweep sweep);
+template void GemmSlices<detail::MHA_PACKED_ELEMENT>(
+    const detail::GemmArgs& g, Sweep sweep, std::size_t stream_c_bytes);
 
 }  // namespace HWY_NAMESPACE
 }  // namespace mha
