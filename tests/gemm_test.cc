@@ -303,8 +303,8 @@ TEST_P(GemmTest, PanelPairSweep) {
 // C written by non-temporal stores (where C is large): in one slice and in
 // several (the first streamed, the next reading it back), by every sweep,
 // with a ragged last panel (ordinary stores beside streamed ones), with A
-// copied a slice at a time for all tasks (its rows 1024 floats apart thrash
-// L1), on one thread and on all.
+// copied a slice at a time for all tasks (where rows a multiple of 4 KiB
+// apart thrash L1), on one thread and two.
 TEST_P(GemmTest, StreamedC) {
   const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
   const std::size_t nr = p.tile_cols;
@@ -320,8 +320,9 @@ TEST_P(GemmTest, StreamedC) {
             Route::kStreamedC);
       Check(pair_rows + 7, 5 * nr - 3, 2 * p.pair_sweep_kc + 1, false, false,
             1.0f, 0.0f, 3, Route::kStreamedC);
-      Check(50, 4 * nr + 3, 2 * p.kc + 1, false, false, 1.0f, 0.0f,
-            2048 - (2 * p.kc + 1), Route::kStreamedC);
+      const std::size_t deep = 2 * p.kc + 1;
+      Check(50, 4 * nr + 3, deep, false, false, 1.0f, 0.0f,
+            (deep + 1023) / 1024 * 1024 - deep, Route::kStreamedC);
     });
   }
 }
