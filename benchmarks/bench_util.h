@@ -7,8 +7,6 @@
 #include <tbb/task_arena.h>
 
 #include <cstddef>
-#include <cstdlib>
-#include <new>
 #include <random>
 #include <string>
 #include <vector>
@@ -42,28 +40,6 @@ inline std::vector<float> RandomVector(std::size_t count, unsigned seed) {
   for (float& x : values) x = uniform(engine);
   return values;
 }
-
-// Allocates on cache-line (64-byte) boundaries, as the tensor allocators of
-// PyTorch and oneDNN do: outputs that mha streams past the caches (large
-// GEMM results, epilogue-inl.h) need rows on a vector boundary, which
-// std::vector's 16 bytes do not give. Every library times the same buffers.
-template <class T>
-struct CacheLineAllocator {
-  using value_type = T;
-  CacheLineAllocator() = default;
-  template <class U>
-  CacheLineAllocator(const CacheLineAllocator<U>&) {}
-  T* allocate(std::size_t count) {
-    const std::size_t bytes = (count * sizeof(T) + 63) / 64 * 64;
-    void* p = std::aligned_alloc(64, bytes);
-    if (p == nullptr) throw std::bad_alloc();
-    return static_cast<T*>(p);
-  }
-  void deallocate(T* p, std::size_t) { std::free(p); }
-  bool operator==(const CacheLineAllocator&) const { return true; }
-  bool operator!=(const CacheLineAllocator&) const { return false; }
-};
-using AlignedFloats = std::vector<float, CacheLineAllocator<float>>;
 
 // Labels the run with the target the kernels reported (or `peer` for a
 // library we compare with) and sets the rate counters: GFLOP/s, and GB/s
