@@ -5,6 +5,7 @@
 // ratios compare like with like.
 #include <tbb/parallel_for.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "attention_problem.h"
@@ -61,8 +62,22 @@ void BM_AttentionWithWeights(benchmark::State& state) {
 }
 BENCHMARK(BM_AttentionWithWeights)->Apply(Shapes)->UseRealTime();
 
-// scores = Q K^T, softmax, out = P V for each (batch, head), heads in
-// parallel, with GEMM and softmax from `Gemm` (ours or a BLAS).
+// With an additive bias (ALiBi's), shapes of BiasShapes.
+void BM_AttentionBiasFused(benchmark::State& state) {
+  Problem p(state);
+  p.UseBias();
+  WithThreads(state.range(7), [&] {
+    for (auto _ : state) p.Run();
+  });
+  Report(state, p.Flops(), p.Bytes() + 4.0 * p.bias.size());
+}
+BENCHMARK(BM_AttentionBiasFused)->Apply(BiasShapes)->UseRealTime();
+
+// scores = Q K^T (+ the bias), softmax, out = P V for each (batch, head),
+// heads in parallel, with GEMM and softmax from `Gemm` (ours or a BLAS):
+// gemm(trans_b, m, n, k, alpha, a, b, beta, c). The bias is added as users
+// of a BLAS add it, copied into the scores that the product then adds to
+// (beta 1).
 template <class Gemm>
 void RunComposed(Problem& p, std::vector<float>& scores, Gemm&& gemm) {
   const auto& s = p.shape;
@@ -75,12 +90,12 @@ void RunComposed(Problem& p, std::vector<float>& scores, Gemm&& gemm) {
     const std::size_t kv_offset =
         b * p.kv_layout.batch + h / group * p.kv_layout.head;
     float* sc = scores.data() + bh * qk;
-    gemm(false, true, s.q_len, s.kv_len, s.head_dim, scale, q,
-         p.k.data() + kv_offset, sc);
+    if (p.mask.bias) std::copy(p.bias.begin(), p.bias.end(), sc);
+    gemm(true, s.q_len, s.kv_len, s.head_dim, scale, q, p.k.data() + kv_offset,
+         p.mask.bias ? 1.0f : 0.0f, sc);
     mha::softmax(sc, s.kv_len, sc, s.kv_len, s.q_len, s.kv_len);
-    gemm(false, false, s.q_len, s.head_dim, s.kv_len, 1.0f, sc,
-         p.v.data() + kv_offset,
-         p.out.data() + b * p.q_layout.batch + h * p.q_layout.head);
+    gemm(false, s.q_len, s.head_dim, s.kv_len, 1.0f, sc, p.v.data() + kv_offset,
+         0.0f, p.out.data() + b * p.q_layout.batch + h * p.q_layout.head);
   });
 }
 
@@ -91,11 +106,12 @@ void BM_AttentionComposedMha(benchmark::State& state) {
   if (p.mask.causal) return state.SkipWithError("composition is unmasked");
   std::vector<float> scores(p.shape.batch * p.shape.num_heads * p.shape.q_len *
                             p.shape.kv_len);
-  auto gemm = [](bool, bool tb, std::size_t m, std::size_t n, std::size_t k,
-                 float alpha, const float* a, const float* b, float* c) {
+  auto gemm = [](bool tb, std::size_t m, std::size_t n, std::size_t k,
+                 float alpha, const float* a, const float* b, float beta,
+                 float* c) {
     mha::sgemm(mha::Transpose::No,
                tb ? mha::Transpose::Yes : mha::Transpose::No, m, n, k, alpha, a,
-               k, b, tb ? k : n, 0.0f, c, n);
+               k, b, tb ? k : n, beta, c, n);
   };
   WithThreads(state.range(7), [&] {
     for (auto _ : state) RunComposed(p, scores, gemm);
@@ -105,56 +121,81 @@ void BM_AttentionComposedMha(benchmark::State& state) {
 BENCHMARK(BM_AttentionComposedMha)->Apply(ComposedArgs)->UseRealTime();
 
 #ifdef MHA_HAVE_OPENBLAS
-void BM_AttentionComposedOpenBLAS(benchmark::State& state) {
+// The OpenBLAS composition, with the bias when `bias`.
+void ComposedOpenBLAS(benchmark::State& state, bool bias) {
   Problem p(state);
   if (p.mask.causal) return state.SkipWithError("composition is unmasked");
-
+  if (bias) p.UseBias();
   std::vector<float> scores(p.shape.batch * p.shape.num_heads * p.shape.q_len *
                             p.shape.kv_len);
-  auto gemm = [](bool, bool tb, std::size_t m, std::size_t n, std::size_t k,
-                 float alpha, const float* a, const float* b, float* c) {
+  auto gemm = [](bool tb, std::size_t m, std::size_t n, std::size_t k,
+                 float alpha, const float* a, const float* b, float beta,
+                 float* c) {
     cblas_sgemm(CblasRowMajor, CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-                n, k, alpha, a, k, b, tb ? k : n, 0.0f, c, n);
+                n, k, alpha, a, k, b, tb ? k : n, beta, c, n);
   };
   WithThreads(state.range(7), [&] {
     SetPeerThreads(1);  // heads run in parallel on oneTBB: OpenBLAS on one
     for (auto _ : state) RunComposed(p, scores, gemm);
   });
-  Report(state, p.Flops(), p.Bytes(),
+  Report(state, p.Flops(), p.Bytes() + 4.0 * p.bias.size(),
          OpenBlasLabel() + " per head, heads on oneTBB x" +
              std::to_string(state.range(7)) + " + mha::softmax");
 }
+void BM_AttentionComposedOpenBLAS(benchmark::State& state) {
+  ComposedOpenBLAS(state, false);
+}
+void BM_AttentionBiasComposedOpenBLAS(benchmark::State& state) {
+  ComposedOpenBLAS(state, true);
+}
 BENCHMARK(BM_AttentionComposedOpenBLAS)->Apply(ComposedArgs)->UseRealTime();
+BENCHMARK(BM_AttentionBiasComposedOpenBLAS)->Apply(BiasShapes)->UseRealTime();
 #endif
 
 #ifdef MHA_HAVE_ONEDNN
 // As PyTorch's unfused CPU attention: one batched matmul over all heads for
 // scale * Q K^T, a softmax, one batched matmul for P V, all oneDNN
 // primitives on oneDNN's own threads (no oneTBB beside them).
-void BM_AttentionComposedOneDNN(benchmark::State& state) {
+// With the bias when `bias`, copied into every head's scores, which the
+// first matmul adds to (a sum post-op), as the BLAS compositions do.
+void ComposedOneDNN(benchmark::State& state, bool bias) {
   Problem p(state);
   const auto& s = p.shape;
   if (p.mask.causal || s.num_kv_heads != s.num_heads) {
     return state.SkipWithError("composition is unmasked, without GQA");
   }
+  if (bias) p.UseBias();
   SetPeerThreads(state.range(7));  // before the primitives are made
   const std::size_t heads = s.batch * s.num_heads;
   std::vector<float> scores(heads * s.q_len * s.kv_len);
   const float scale = 1.0f / std::sqrt(static_cast<float>(s.head_dim));
-  OneDnnMatmul qk(heads, s.q_len, s.kv_len, s.head_dim, true, scale);
+  OneDnnMatmul qk(heads, s.q_len, s.kv_len, s.head_dim, true, scale, bias);
   OneDnnSoftmax softmax(heads * s.q_len, s.kv_len);
   OneDnnMatmul pv(heads, s.q_len, s.head_dim, s.kv_len, false);
   WithThreads(state.range(7), [&] {
     for (auto _ : state) {
+      if (bias) {
+        for (std::size_t h = 0; h < heads; ++h) {
+          std::copy(p.bias.begin(), p.bias.end(),
+                    scores.begin() + h * p.bias.size());
+        }
+      }
       qk.Run(p.q.data(), p.k.data(), scores.data());
       softmax.Run(scores.data());
       pv.Run(scores.data(), p.v.data(), p.out.data());
     }
   });
-  Report(state, p.Flops(), p.Bytes(), OneDnnLabel());
+  Report(state, p.Flops(), p.Bytes() + 4.0 * p.bias.size(), OneDnnLabel());
   LetPeerThreadsIdle();
 }
+void BM_AttentionComposedOneDNN(benchmark::State& state) {
+  ComposedOneDNN(state, false);
+}
+void BM_AttentionBiasComposedOneDNN(benchmark::State& state) {
+  ComposedOneDNN(state, true);
+}
 BENCHMARK(BM_AttentionComposedOneDNN)->Apply(ComposedArgs)->UseRealTime();
+BENCHMARK(BM_AttentionBiasComposedOneDNN)->Apply(BiasShapes)->UseRealTime();
 #endif
 
 }  // namespace

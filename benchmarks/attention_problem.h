@@ -3,6 +3,7 @@
 #ifndef MHA_BENCHMARKS_ATTENTION_PROBLEM_H_
 #define MHA_BENCHMARKS_ATTENTION_PROBLEM_H_
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
@@ -36,11 +37,22 @@ inline void Shapes(benchmark::internal::Benchmark* b) {
   }
 }
 
+// The prefill cores of Shapes that an additive bias (mask.bias) is
+// benchmarked on: S3's, the flash-attention RFC's, S5's.
+inline void BiasShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"b", "h", "kvh", "q", "kv", "d", "causal", "t"});
+  for (int threads : ThreadCounts()) {
+    b->Args({8, 12, 12, 128, 128, 64, 0, threads});
+    b->Args({1, 25, 25, 1024, 1024, 64, 0, threads});
+    b->Args({1, 8, 8, 4096, 4096, 64, 0, threads});
+  }
+}
+
 // Q, K and V of one shape, head-major ([batch, heads, tokens, head_dim]).
 struct Problem {
   mha::AttentionShape shape;
   mha::AttentionMask mask;
-  std::vector<float> q, k, v, out;
+  std::vector<float> q, k, v, out, bias;
   std::vector<std::uint16_t> k16, v16;  // K and V in 16 bits, when asked
   mha::Layout q_layout, kv_layout;
 
@@ -58,6 +70,18 @@ struct Problem {
                 s.head_dim};
     kv_layout = {s.num_kv_heads * s.kv_len * s.head_dim, s.kv_len * s.head_dim,
                  s.head_dim};
+  }
+  // An additive bias over [q_len, kv_len], ALiBi's for one head (-|i - j|
+  // / 16), as mask.bias.
+  void UseBias() {
+    const auto& s = shape;
+    bias.resize(s.q_len * s.kv_len);
+    for (std::size_t i = 0; i < s.q_len; ++i) {
+      for (std::size_t j = 0; j < s.kv_len; ++j) {
+        bias[i * s.kv_len + j] = -std::abs(double(i) - double(j)) / 16.0;
+      }
+    }
+    mask.bias = bias.data();
   }
   double Flops() const {
     return 4.0 * shape.batch * shape.num_heads * shape.head_dim *

@@ -21,11 +21,13 @@ struct OneDnnContext {
 
 class OneDnnMatmul {
  public:
-  // batch products of [m, k] x op([k, n]) -> [m, n], scaled by `scale`; B
-  // transposed means it is stored [n, k]. Created once per shape, run many
-  // times.
+  // batch products of [m, k] x op([k, n]) -> [m, n], scaled by `scale`,
+  // added to C if `accumulates` (a sum post-op; a binary add of one [m, n]
+  // matrix broadcast over the batch ran oneDNN 2.6's reference matmul, at
+  // 0.2 GFLOP/s); B transposed means it is stored [n, k]. Created once per
+  // shape, run many times.
   OneDnnMatmul(std::size_t batch, std::size_t m, std::size_t n, std::size_t k,
-               bool trans_b, float scale = 1.0f) {
+               bool trans_b, float scale = 1.0f, bool accumulates = false) {
     using dims = dnnl::memory::dims;
     using dnnl::memory;
     const auto f32 = memory::data_type::f32;
@@ -36,6 +38,11 @@ class OneDnnMatmul {
     c_ = memory::desc(dims{b, M, N}, f32, dims{M * N, N, 1});
     dnnl::primitive_attr attr;
     if (scale != 1.0f) attr.set_output_scales(0, {scale});
+    if (accumulates) {
+      dnnl::post_ops post;
+      post.append_sum();
+      attr.set_post_ops(post);
+    }
     const dnnl::engine& engine = OneDnnContext::Get().engine;
     matmul_ = dnnl::matmul(dnnl::matmul::primitive_desc(
         dnnl::matmul::desc(a_, b_, c_), attr, engine));

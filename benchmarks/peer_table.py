@@ -7,7 +7,7 @@ core when the build found it), with repetitions in random interleaved order,
 so that all rates of a table share the same machine state; the tables show
 medians. OpenBLAS runs on the kernel it picks for this CPU: the environment
 variables that hold it to another (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE) are
-removed for this process. Four tables, each with every row, wins and losses:
+removed for this process. Tables, each with every row, wins and losses:
 
 - SGEMM / GEMV: GFLOP/s (GB/s for M = 1), the fraction of the measured peak
   (FMA, or DRAM read for M = 1), and ours / the best peer.
@@ -16,7 +16,9 @@ removed for this process. Four tables, each with every row, wins and losses:
 - decode step: GB/s of weights and cache read, fraction of the measured read
   bandwidth, and the composition's time / ours.
 - attention core: fused mha attention against the composition of each peer's
-  matrix products around a softmax; ours / the best.
+  matrix products around a softmax; ours / the best; and the same with an
+  additive bias (mask.bias), which the compositions add in their first
+  product.
 
 usage: peer_table.py [--binary build/benchmarks/mha_benchmarks] [--reps 5]
                      [--min-time 0.3] [--json results.json]
@@ -39,6 +41,7 @@ GEMM = r"BM_Sgemm(OpenBLAS|OneDNN)?/m:(20/n:512|128/n:512|1024/n:768|1024/n:1024
 LAYER = r"BM_Forward(OpenBLAS|OneDNN|PyTorch|BF16|F16)?/|BM_DecodeStep(OpenBLAS|BF16|F16)?/"
 CORE = r"BM_Attention(Fused|FusedBF16|FusedF16|ComposedOpenBLAS|ComposedOneDNN|ComposedPyTorch)/b:1/h:(8|32)" \
        r"/kvh:(8|32)/q:(4096|1)/kv:(4096|2048)/d:(64|128)/causal:0/"
+BIAS = r"BM_AttentionBias(Fused|ComposedOpenBLAS|ComposedOneDNN)/"
 PEAKS = r"BM_FmaPeak|BM_MemoryRead"
 # The layer shapes of the performance issue: S1 is the seed's example.
 LAYER_NAMES = {
@@ -71,7 +74,7 @@ def measure(args):
     env = dict(os.environ)
     for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MHA_TARGET"):
         env.pop(name, None)
-    measured = (args.only,) if args.only else (GEMM, LAYER, CORE)
+    measured = (args.only,) if args.only else (GEMM, LAYER, CORE, BIAS)
     command = [args.binary, f"--benchmark_filter={'|'.join(measured + (PEAKS,))}",
                "--benchmark_format=json", f"--benchmark_repetitions={args.reps}",
                "--benchmark_report_aggregates_only=true",
@@ -97,7 +100,8 @@ def split(name):
     peer = next((p for p in PEERS + VARIANTS
                  if function.endswith(p) and function != "BM_" + p), "")
     base = function[: len(function) - len(peer)] if peer else function
-    base = base.replace("Composed", "Fused") if base.startswith("BM_AttentionComposed") else base
+    if base.startswith("BM_Attention") and base.endswith("Composed"):
+        base = base.replace("Composed", "Fused")
     threads = int(re.search(r"(?:^|/)t:(\d+)", shape).group(1))
     shape = re.sub(r"(?:^|/)t:\d+.*", "", shape).replace(":", "=").replace("/", " ")
     shape = shape.replace(" bt=0", "").replace(" bt=1", ", B transposed")
@@ -182,6 +186,9 @@ def main():
                "(GB/s for q=1), % of the peak", core_unit, "mha fused",
                dict(compositions, PyTorch="PyTorch scaled_dot_product_attention"),
                "mha / best peer")
+    comparison(medians, limits, "BM_AttentionBiasFused",
+               "attention core with an additive bias (mask.bias, ALiBi's): GFLOP/s, "
+               "% of the peak", core_unit, "mha fused", compositions, "mha / best peer")
     sixteen_bit(medians, limits, core_unit)
 
 

@@ -28,6 +28,8 @@ enum class Poison {
   kQueryNaN,       // NaN in one query row
   kQueryInf,       // +Inf in one query row
   kVisibleKeyInf,  // -Inf mid-row in the K of a key every row sees
+  kBiasNaN,        // a NaN bias on a key the last query row sees
+  kBiasInf,        // a +Inf bias on a key the first query rows see
 };
 
 // The bound on attention's normwise error against the double reference.
@@ -89,6 +91,13 @@ class PreciseRulesTest : public PerTarget {
       case Poison::kVisibleKeyInf:
         key_at(k, 0, 0, 0)[d / 2] = -kInf;
         break;
+      case Poison::kBiasNaN:
+        bias[(s.q_len - 1) * s.kv_len + s.kv_len / 3] = kNaN;
+        break;
+      case Poison::kBiasInf:
+        for (std::size_t i = 0; i < std::min<std::size_t>(s.q_len, 3); ++i)
+          bias[i * s.kv_len] = kInf;
+        break;
     }
     std::vector<float> out(q.size(), 7.0f);
     std::vector<float> weights(
@@ -130,11 +139,14 @@ TEST_P(PreciseRulesTest, HiddenKeysNeverCountAndNaNPropagates) {
   for (const mha::AttentionShape& s : shapes) {
     for (Poison poison :
          {Poison::kPaddingKeys, Poison::kBiasHiddenKey, Poison::kLastKeyValue,
-          Poison::kQueryNaN, Poison::kQueryInf, Poison::kVisibleKeyInf}) {
+          Poison::kQueryNaN, Poison::kQueryInf, Poison::kVisibleKeyInf,
+          Poison::kBiasNaN, Poison::kBiasInf}) {
       CheckPoison(s, poison, false);
       CheckPoison(s, poison, true);
-      if (poison != Poison::kBiasHiddenKey)
-        CheckPoison(s, poison, false, false);
+      const bool in_bias = poison == Poison::kBiasHiddenKey ||
+                           poison == Poison::kBiasNaN ||
+                           poison == Poison::kBiasInf;
+      if (!in_bias) CheckPoison(s, poison, false, false);
     }
   }
 }

@@ -18,6 +18,7 @@ enum class ScratchSlot {
   kKeyBlock,     // a key block's K widened to fp32 (16-bit storage)
   kValueBlock,   // a key block's V widened to fp32 (16-bit storage)
   kValueSums,    // a decode block's P V sums, before they join O
+  kBiasRows,     // the mask bias of a prefill task's rows for a key block
   kCount
 };
 
