@@ -174,11 +174,11 @@ void ComposedOneDNN(benchmark::State& state, bool bias) {
   OneDnnMatmul pv(heads, s.q_len, s.head_dim, s.kv_len, false);
   WithThreads(state.range(7), [&] {
     for (auto _ : state) {
-      if (bias) {
-        for (std::size_t h = 0; h < heads; ++h) {
+      if (bias) {  // on the benchmark's threads, as the other compositions
+        tbb::parallel_for(std::size_t{0}, heads, [&](std::size_t h) {
           std::copy(p.bias.begin(), p.bias.end(),
                     scores.begin() + h * p.bias.size());
-        }
+        });
       }
       qk.Run(p.q.data(), p.k.data(), scores.data());
       softmax.Run(scores.data());
