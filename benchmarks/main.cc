@@ -1,7 +1,8 @@
 // The benchmark program's main: Google Benchmark's flags, plus
 //   --mha_list_targets   print mha::supported_targets(), one per line, and exit
 //   --mha_threads=N      cap oneTBB (and so mha) and the peers at N threads
-// and the target in force recorded in the JSON context.
+// and the target in force and the cache sizes mha uses recorded in the JSON
+// context.
 #include <benchmark/benchmark.h>
 #include <tbb/global_control.h>
 
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <memory>
 
+#include "lib/common/cache_sizes.h"
 #include "mha/mha.h"
 #include "peers.h"
 
@@ -35,6 +37,10 @@ int main(int argc, char** argv) {
   argc = kept;
   if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
   benchmark::AddCustomContext("mha_target", mha::active_target());
+  // The cache sizes mha blocks for, and where it read them: Google
+  // Benchmark's own list comes from sysfs only, which some VMs leave empty.
+  benchmark::AddCustomContext("mha_caches",
+                              mha::detail::DescribeMachineCaches());
   mha_bench::DescribePeers();
   benchmark::AddCustomContext(
       "mha_threads", std::to_string(tbb::global_control::active_value(

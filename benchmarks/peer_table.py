@@ -160,6 +160,8 @@ def main():
                        if c["type"] != "Instruction")
     print(f"{context.get('host_name', '')}: {context['num_cpus']} CPUs at "
           f"{context['mhz_per_cpu']} MHz; caches {caches or 'not reported (no /sys cache entries)'}")
+    if "mha_caches" in context:
+        print(f"caches as mha blocks for them: {context['mha_caches']}")
     for threads, (fma, read) in sorted(limits.items()):
         print(f"measured on {threads} thread(s): FMA peak {fma:.1f} GFLOP/s, "
               f"DRAM read {read:.1f} GB/s")

@@ -27,7 +27,7 @@ std::string ReadLine(const std::string& path) {
 }
 
 CacheSizes FromSysfs() {
-  CacheSizes sizes{0, 0, 0, 0, 0};
+  CacheSizes sizes{0, 0, 0, 0, 0, {}};
   for (int index = 0; index < 8; ++index) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" +
                             std::to_string(index) + "/";
@@ -51,25 +51,36 @@ std::size_t Sysconf(int name) {
   return value > 0 ? static_cast<std::size_t>(value) : 0;
 }
 
+// Each size from sysfs, else sysconf, else (missing or implausible: some VMs
+// and emulators report none) that of a typical current core, with its source.
 CacheSizes Detect() {
   CacheSizes sizes = FromSysfs();
+  std::size_t* fields[] = {&sizes.l1d, &sizes.l1d_ways, &sizes.line, &sizes.l2,
+                           &sizes.l3};
+  for (int i = 0; i < 5; ++i) sizes.source[i] = *fields[i] ? "sysfs" : nullptr;
 #ifdef _SC_LEVEL1_DCACHE_SIZE
-  if (sizes.l1d == 0) sizes.l1d = Sysconf(_SC_LEVEL1_DCACHE_SIZE);
-  if (sizes.l2 == 0) sizes.l2 = Sysconf(_SC_LEVEL2_CACHE_SIZE);
-  if (sizes.l3 == 0) sizes.l3 = Sysconf(_SC_LEVEL3_CACHE_SIZE);
-  if (sizes.l1d_ways == 0) sizes.l1d_ways = Sysconf(_SC_LEVEL1_DCACHE_ASSOC);
-  if (sizes.line == 0) sizes.line = Sysconf(_SC_LEVEL1_DCACHE_LINESIZE);
-#endif
-  // Implausible or missing sizes (some VMs and emulators report none): take
-  // those of a typical current core.
-  if (sizes.l1d < (16u << 10) || sizes.l1d > (1u << 20)) sizes.l1d = 48u << 10;
-  if (sizes.l1d_ways < 2 || sizes.l1d_ways > 64) sizes.l1d_ways = 8;
-  if (sizes.line < kShortestCacheLine || sizes.line > 256 ||
-      (sizes.line & (sizes.line - 1)) != 0) {
-    sizes.line = kShortestCacheLine;
+  const int names[] = {_SC_LEVEL1_DCACHE_SIZE, _SC_LEVEL1_DCACHE_ASSOC,
+                       _SC_LEVEL1_DCACHE_LINESIZE, _SC_LEVEL2_CACHE_SIZE,
+                       _SC_LEVEL3_CACHE_SIZE};
+  for (int i = 0; i < 5; ++i) {
+    if (*fields[i] != 0) continue;
+    *fields[i] = Sysconf(names[i]);
+    sizes.source[i] = "sysconf";
   }
-  if (sizes.l2 < (256u << 10) || sizes.l2 > (64u << 20)) sizes.l2 = 1u << 20;
-  if (sizes.l3 < sizes.l2 || sizes.l3 > (1u << 30)) sizes.l3 = 32u << 20;
+#endif
+  const auto fall_back = [&](int i, bool implausible, std::size_t typical) {
+    if (!implausible) return;
+    *fields[i] = typical;
+    sizes.source[i] = "default";
+  };
+  fall_back(0, sizes.l1d < (16u << 10) || sizes.l1d > (1u << 20), 48u << 10);
+  fall_back(1, sizes.l1d_ways < 2 || sizes.l1d_ways > 64, 8);
+  fall_back(2,
+            sizes.line < kShortestCacheLine || sizes.line > 256 ||
+                (sizes.line & (sizes.line - 1)) != 0,
+            kShortestCacheLine);
+  fall_back(3, sizes.l2 < (256u << 10) || sizes.l2 > (64u << 20), 1u << 20);
+  fall_back(4, sizes.l3 < sizes.l2 || sizes.l3 > (1u << 30), 32u << 20);
   return sizes;
 }
 
@@ -78,6 +89,20 @@ CacheSizes Detect() {
 const CacheSizes& MachineCaches() {
   static const CacheSizes sizes = Detect();
   return sizes;
+}
+
+std::string DescribeMachineCaches() {
+  const CacheSizes& c = MachineCaches();
+  const auto kib = [](std::size_t bytes) {
+    return std::to_string(bytes >> 10) + " KiB";
+  };
+  const auto from = [&](int i) {
+    return std::string(" (") + c.source[i] + ")";
+  };
+  return "L1d " + kib(c.l1d) + from(0) + " " + std::to_string(c.l1d_ways) +
+         "-way" + from(1) + " " + std::to_string(c.line) + "-byte lines" +
+         from(2) + ", L2 " + kib(c.l2) + from(3) + ", L3 " + kib(c.l3) +
+         from(4);
 }
 
 }  // namespace mha::detail

@@ -4,6 +4,7 @@
 #define MHA_LIB_COMMON_CACHE_SIZES_H_
 
 #include <cstddef>
+#include <string>
 
 namespace mha::detail {
 
@@ -13,6 +14,9 @@ struct CacheSizes {
   std::size_t line;      // bytes of its cache line
   std::size_t l2;        // bytes of L2 per core
   std::size_t l3;        // bytes of the last-level cache cpu0 shares
+  // Where each size came from, "sysfs", "sysconf" or "default", in the order
+  // above: a VM may report none in sysfs, or a whole socket's L3 in sysconf.
+  const char* source[5];
 };
 
 // From /sys/devices/system/cpu/cpu0/cache (Linux, x86 and Arm), else from
@@ -21,6 +25,10 @@ struct CacheSizes {
 // Sizes a VM reports that are not plausible (an L2 below 256 KiB, say) fall
 // back likewise.
 const CacheSizes& MachineCaches();
+
+// MachineCaches() in words, with the source of each size, for benchmark
+// reports: "L1d 48 KiB (sysconf), 12-way (sysconf), ...".
+std::string DescribeMachineCaches();
 
 // The shortest cache line of the CPUs mha targets (x86 and Arm servers: 64
 // bytes; some Arm cores have 128): a loop over a buffer's lines that steps by
