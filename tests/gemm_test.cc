@@ -196,13 +196,13 @@ TEST_P(GemmTest, MatrixVectorShapes) {  // few rows: B streamed by column chunks
 
 // At most four rows with B transposed: dot products of A's rows with B's
 // (lib/common/dot_rows-inl.h). Depths below, at and past a vector, with a
-// ragged tail, and deep; rows of B in groups of four or two with a tail of
-// one, across stores of 64 rows and tasks; A transposed too (copied into
-// rows first).
+// ragged tail, and deep; rows of B in groups of eight (one row of A), four
+// or two with a tail of single rows, across stores of 64 rows and tasks; A
+// transposed too (copied into rows first).
 TEST_P(GemmTest, FewRowsTimesBTransposed) {
   for (std::size_t m : {1, 2, 3, 4}) {
     for (std::size_t k : {1, 5, 16, 33, 64}) {
-      for (std::size_t n : {1, 3, 67, 4101}) {
+      for (std::size_t n : {1, 3, 13, 67, 4101}) {
         Check(m, n, k, (m + n + k) % 2 == 1, true, 0.75f, 0.5f);
       }
     }
