@@ -292,9 +292,9 @@ struct StreamRowsOfB {
 // the sums of kRowsPerStore rows of B go to C together. 1 x 4096 x 4096 on
 // a second Zen 5 VM, medians of 7 interleaved in one process: 39.3 GB/s of
 // B on 1 thread, 75.4 on 2, against cblas_sgemv's 36.4 and 51.9 and a read
-// loop's 37.6 and 63.4 (B partly in a large L3). The blocked product, which
-// packed B for one row of C, read 9.6 on the first; one row of B at a time
-// (one sum per row of A), 25-29.
+// loop's 37.6 and 63.4 (B partly in a large L3). On the first Zen 5 VM, the
+// blocked product, which packed B for one row of C, read 9.6 GB/s, and one
+// row of B at a time (one sum per row of A) 25-29.
 inline void GemvTransposedB(const detail::GemmArgs& g) {
   const float* a = g.a;
   std::size_t lda = g.lda;
