@@ -44,6 +44,17 @@ constexpr std::size_t kGemvPrefetchFloats = 384;
 // Rows of B in place that GemvRows multiplies in one pass over the sums.
 constexpr std::size_t kGemvRowsPerPass = 8;
 
+// Whether B, streamed from DRAM, is read faster with software prefetch, 1.5
+// KiB ahead of each stream, and with eight streams rather than four. The
+// machine does not report what decides it (how well its own prefetchers
+// keep up), so the L1's ways stand in for the core generation: the 12-way
+// L1 of Zen 5 came with a gain from both, the 8-way L1s of Zen 1 and Zen 3
+// with a loss, whatever the rows' stride (GemvTransposedB's walks, and the
+// passes of B in place in Gemv, below). Other cores are unmeasured.
+inline bool StreamingPrefetchPays() {
+  return detail::MachineCaches().l1d_ways > kGemvRowsPerPass;
+}
+
 template <std::size_t kValue>
 using Constant = std::integral_constant<std::size_t, kValue>;
 
@@ -274,13 +285,17 @@ void GemvPacked(const detail::GemmArgs& g) {
                       });
 }
 
-// How GemvTransposedB walks B (DotRowsOfB): eight rows of B for one row of
-// A, eight streams, each prefetched as GemvRows prefetches its eight. 1 x
-// 4096 x 4096 on Zen 5 against four rows without prefetch: eight rows 1.12x
+// How GemvTransposedB walks B (DotRowsOfB) where StreamingPrefetchPays:
+// eight rows of B for one row of A, eight streams, each prefetched 1.5 KiB
+// ahead. 1 x 4096 x 4096 on Zen 5 against FourRowsOfB: eight rows 1.12x
 // (1 thread) / 1.20x (2 threads), the prefetch 2 KiB ahead another 1.17x /
 // 1.12x (1.16x / 1.18x in all, 15 and 7 interleaved runs); 1.5 and 2 KiB
-// ahead ran within noise, 4 KiB at 0.75x / 0.79x of 2 KiB.
-struct StreamRowsOfB {
+// ahead ran within noise, 4 KiB at 0.75x / 0.79x of 2 KiB. On Zen 1 (8-way
+// L1) the same walk ran at 0.80-0.90x of FourRowsOfB on 1 thread and
+// 0.90-0.98x on 2 (k 4096, and 4000, whose rows fall in different sets of
+// L1; eight rows without prefetch 0.91-0.96x and 0.96-1.00x, four rows
+// prefetched 0.85-0.89x and 0.93-0.95x).
+struct EightPrefetchedRowsOfB {
   template <std::size_t kRowsA>
   static constexpr std::size_t kRowsB = 8 / kRowsA;
   static constexpr std::size_t kPrefetchAhead = kGemvPrefetchFloats;
@@ -289,13 +304,15 @@ struct StreamRowsOfB {
 // B transposed in place: C[i, j] is the dot product of row i of A with row
 // j of B. A task streams a run of B's rows in memory order past the m rows
 // of A, which stay in L1 (copied into rows first when A is transposed too);
-// the sums of kRowsPerStore rows of B go to C together. 1 x 4096 x 4096 on
-// a second Zen 5 VM, medians of 7 interleaved in one process: 39.3 GB/s of
-// B on 1 thread, 75.4 on 2, against cblas_sgemv's 36.4 and 51.9 and a read
-// loop's 37.6 and 63.4 (B partly in a large L3). On the first Zen 5 VM, the
-// blocked product, which packed B for one row of C, read 9.6 GB/s, and one
-// row of B at a time (one sum per row of A) 25-29.
-inline void GemvTransposedB(const detail::GemmArgs& g) {
+// the sums of kRowsPerStore rows of B go to C together, B walked as Walk
+// says. 1 x 4096 x 4096 on a second Zen 5 VM, medians of 7 interleaved in
+// one process: 39.3 GB/s of B on 1 thread, 75.4 on 2, against
+// cblas_sgemv's 36.4 and 51.9 and a read loop's 37.6 and 63.4 (B partly in
+// a large L3). On the first Zen 5 VM, the blocked product, which packed B
+// for one row of C, read 9.6 GB/s, and one row of B at a time (one sum per
+// row of A) 25-29.
+template <class Walk>
+void GemvTransposedB(const detail::GemmArgs& g) {
   const float* a = g.a;
   std::size_t lda = g.lda;
   const detail::PooledBuffer rows_of_a(g.trans_a ? g.m * g.k : 0);
@@ -323,9 +340,9 @@ inline void GemvTransposedB(const detail::GemmArgs& g) {
           const std::size_t end = std::min(g.n, (t + 1) * task_rows);
           for (std::size_t j0 = t * task_rows; j0 < end; j0 += kRowsPerStore) {
             const std::size_t width = std::min(kRowsPerStore, end - j0);
-            DotRowsOfB<decltype(rows)::value, StreamRowsOfB>(
-                a, lda, g.b + j0 * g.ldb, g.ldb, width, g.k, whole_rows, sums,
-                width);
+            DotRowsOfB<decltype(rows)::value, Walk>(a, lda, g.b + j0 * g.ldb,
+                                                    g.ldb, width, g.k,
+                                                    whole_rows, sums, width);
             GemvStore(g, j0, width, sums);
           }
         });
@@ -346,7 +363,10 @@ inline void Gemv(const detail::GemmArgs& g) {
       GemvPacked<decltype(element)>(g);
     });
   }
-  if (g.trans_b) return GemvTransposedB(g);
+  if (g.trans_b) {
+    return StreamingPrefetchPays() ? GemvTransposedB<EightPrefetchedRowsOfB>(g)
+                                   : GemvTransposedB<FourRowsOfB>(g);
+  }
   const std::size_t lanes = hn::Lanes(FloatTag());
   constexpr std::size_t kTasksWanted = 4, kMinRange = 256;
   const std::size_t full = g.n / lanes * lanes;  // the rest is a scalar tail
@@ -362,12 +382,12 @@ inline void Gemv(const detail::GemmArgs& g) {
   detail::PooledBuffer partial(chunks * ranges * stride);
   // B's rows are usually a multiple of 4 KiB apart, so a pass's eight lines
   // of one column fall into one set of L1, and lines prefetched ahead fill
-  // whole sets. Only where L1 has more ways than a pass has rows do the sums
-  // keep a way in them: on Zen 3 (32 KiB, 8 ways) prefetching 1.5 KiB ahead
-  // read 15.0-16.1 GB/s where no prefetch read 19.1-20.8 (cblas_sgemv
-  // 19.2-21.3) on 1 thread, 26.8 and 29.5-32.1 (29.7-31.4) on 2; 1 KiB ahead
-  // 16.4-16.7; 256 bytes ahead as none. Zen 5 (48 KiB, 12 ways): above.
-  const bool prefetch = detail::MachineCaches().l1d_ways > kGemvRowsPerPass;
+  // whole sets: with 8 ways the sums lose theirs. On Zen 3 (32 KiB, 8 ways)
+  // prefetching 1.5 KiB ahead read 15.0-16.1 GB/s where no prefetch read
+  // 19.1-20.8 (cblas_sgemv 19.2-21.3) on 1 thread, 26.8 and 29.5-32.1
+  // (29.7-31.4) on 2; 1 KiB ahead 16.4-16.7; 256 bytes ahead as none. Zen 5
+  // (48 KiB, 12 ways): above.
+  const bool prefetch = StreamingPrefetchPays();
   detail::ForEachTask(
       chunks * ranges, double(g.m) * g.n * g.k, [&](std::size_t t) {
         const std::size_t chunk = t / ranges, r = t % ranges;

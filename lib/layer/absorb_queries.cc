@@ -35,16 +35,6 @@ namespace HWY_NAMESPACE {
 // blocks of 4096 and 512, 1024 and 256, 2048 and 1024 rows ran within 10%.
 constexpr std::size_t kTaskRows = 1024, kBlockRows = 512;
 
-// How DotRowsOfB walks a block of W_k's rows, re-read from L2 by every group
-// of queries: four rows for one or two queries, two for three or four (eight
-// sums in registers). Eight rows for one query, as the GEMV with B
-// transposed streams, made S6 12-14% slower (Zen 5).
-struct PanelRowsFromL2 {
-  template <std::size_t kRowsA>
-  static constexpr std::size_t kRowsB = kRowsA <= 2 ? 4 : 2;
-  static constexpr std::size_t kPrefetchAhead = 0;
-};
-
 // Panels read side by side: the head's panels are d_model rows apart (512
 // KiB at d_model 4096), and one Zen 5 core read three or four streams that
 // far apart at 21-23 GB/s, two at 38-42 (a standalone loop of sums over 64
@@ -81,7 +71,7 @@ void AbsorbQueriesOf(const detail::AbsorbQueriesArgs& x) {
               float* sums = p == 0 ? out : pass_sums;
               const std::size_t sums_stride = p == 0 ? d : rows;
               WithRowCount(count, [&](auto queries) {
-                DotRowsOfB<decltype(queries)::value, PanelRowsFromL2>(
+                DotRowsOfB<decltype(queries)::value, FourRowsOfB>(
                     q_h + i * x.token + p, x.token,
                     head_panels + p * d + r0 * nr, nr, rows,
                     std::min(pass_steps, x.head_dim - p), across_panels, sums,
