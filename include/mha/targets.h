@@ -4,6 +4,16 @@
 // (on x86: AVX3_DL, AVX3, AVX2, SSE4, SSSE3 and the portable fallback, which is
 // SCALAR with GCC 12 and EMU128 with clang). Each public call picks the target
 // once, at its entry, and runs everything below it on that target.
+//
+// The kernels size their blocks from the data caches the machine reports
+// (Linux sysfs, else sysconf, else typical sizes). The environment variable
+// MHA_CACHES, read on first use, replaces the sizes it names, for a VM that
+// reports them wrongly: "l1d=32K,ways=8,line=64,l2=512K,l3=8M", any of the
+// five, sizes in bytes with an optional K or M. While it is malformed or
+// implausible, every call that runs a kernel throws std::invalid_argument
+// naming MHA_CACHES (constructing a layer and set_weights do not). Results
+// are bitwise the same whatever the thread count, but the caches choose the
+// depth of k's slices, so they may differ in the last bits between caches.
 #ifndef MHA_TARGETS_H_
 #define MHA_TARGETS_H_
 

@@ -2,20 +2,27 @@
 
 #include <unistd.h>
 
+#include <cstdlib>
 #include <fstream>
+#include <sstream>
 #include <string>
+
+#include "lib/common/check.h"
 
 namespace mha::detail {
 namespace {
 
-// "48K" or "1024K" or "32M" -> bytes; 0 if unreadable.
-std::size_t ParseSize(const std::string& text) {
+// "48K" or "1024K" or "32M" -> bytes; 0 if unreadable. `rest`, if given,
+// receives what follows the number and its unit.
+std::size_t ParseSize(const std::string& text, std::string* rest = nullptr) {
   std::size_t value = 0, i = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') {
+  while (i < text.size() && text[i] >= '0' && text[i] <= '9' &&
+         value < (std::size_t{1} << 40)) {
     value = value * 10 + static_cast<std::size_t>(text[i++] - '0');
   }
-  if (i < text.size() && text[i] == 'K') value <<= 10;
-  if (i < text.size() && text[i] == 'M') value <<= 20;
+  if (i < text.size() && text[i] == 'K') value <<= 10, ++i;
+  if (i < text.size() && text[i] == 'M') value <<= 20, ++i;
+  if (rest != nullptr) *rest = text.substr(i);
   return value;
 }
 
@@ -51,25 +58,62 @@ std::size_t Sysconf(int name) {
   return value > 0 ? static_cast<std::size_t>(value) : 0;
 }
 
-// Each size from sysfs, else sysconf, else (missing or implausible: some VMs
-// and emulators report none) that of a typical current core, with its source.
+constexpr const char* kFieldNames[5] = {"l1d", "ways", "line", "l2", "l3"};
+constexpr const char* kOverride = "MHA_CACHES";
+
+// The sizes MHA_CACHES names ("l1d=32K,ways=8,l2=512K"), each with the source
+// "MHA_CACHES"; throws std::invalid_argument on anything else.
+void ApplyOverride(const char* value, std::size_t* const fields[5],
+                   const char* source[5]) {
+  std::istringstream items(value);
+  std::string item;
+  while (std::getline(items, item, ',')) {
+    const std::size_t equals = item.find('=');
+    const std::string key = item.substr(0, equals);
+    int field = 0;
+    while (field < 5 && key != kFieldNames[field]) ++field;
+    std::string rest;
+    const std::size_t size = equals == std::string::npos
+                                 ? 0
+                                 : ParseSize(item.substr(equals + 1), &rest);
+    if (field == 5 || size == 0 || !rest.empty()) {
+      Fail("mha: MHA_CACHES (\"", value, "\"): \"", item,
+           "\" is not one of l1d=, ways=, line=, l2=, l3= with a size such as "
+           "48K, 8 or 2M");
+    }
+    *fields[field] = size;
+    source[field] = kOverride;
+  }
+}
+
+// Each size from MHA_CACHES, else sysfs, else sysconf, else (missing or
+// implausible: some VMs and emulators report none) that of a typical current
+// core, with its source. Implausible sizes in MHA_CACHES throw.
 CacheSizes Detect() {
   CacheSizes sizes = FromSysfs();
-  std::size_t* fields[] = {&sizes.l1d, &sizes.l1d_ways, &sizes.line, &sizes.l2,
-                           &sizes.l3};
+  std::size_t* const fields[] = {&sizes.l1d, &sizes.l1d_ways, &sizes.line,
+                                 &sizes.l2, &sizes.l3};
   for (int i = 0; i < 5; ++i) sizes.source[i] = *fields[i] ? "sysfs" : nullptr;
+  const char* override_value = std::getenv(kOverride);
+  if (override_value != nullptr && *override_value != '\0') {
+    ApplyOverride(override_value, fields, sizes.source);
+  }
 #ifdef _SC_LEVEL1_DCACHE_SIZE
   const int names[] = {_SC_LEVEL1_DCACHE_SIZE, _SC_LEVEL1_DCACHE_ASSOC,
                        _SC_LEVEL1_DCACHE_LINESIZE, _SC_LEVEL2_CACHE_SIZE,
                        _SC_LEVEL3_CACHE_SIZE};
   for (int i = 0; i < 5; ++i) {
-    if (*fields[i] != 0) continue;
+    if (sizes.source[i] != nullptr) continue;
     *fields[i] = Sysconf(names[i]);
     sizes.source[i] = "sysconf";
   }
 #endif
   const auto fall_back = [&](int i, bool implausible, std::size_t typical) {
     if (!implausible) return;
+    if (sizes.source[i] == kOverride) {
+      Fail("mha: MHA_CACHES (\"", override_value, "\") sets ", kFieldNames[i],
+           " to ", *fields[i], ", an implausible value");
+    }
     *fields[i] = typical;
     sizes.source[i] = "default";
   };

@@ -14,16 +14,23 @@ struct CacheSizes {
   std::size_t line;      // bytes of its cache line
   std::size_t l2;        // bytes of L2 per core
   std::size_t l3;        // bytes of the last-level cache cpu0 shares
-  // Where each size came from, "sysfs", "sysconf" or "default", in the order
-  // above: a VM may report none in sysfs, or a whole socket's L3 in sysconf.
+  // Where each size came from, "MHA_CACHES", "sysfs", "sysconf" or "default",
+  // in the order above: a VM may report none in sysfs, or a whole socket's L3
+  // in sysconf.
   const char* source[5];
 };
 
-// From /sys/devices/system/cpu/cpu0/cache (Linux, x86 and Arm), else from
-// sysconf, else typical sizes (48 KiB 8-way L1d, 1 MiB L2, 32 MiB L3,
-// 64-byte lines).
-// Sizes a VM reports that are not plausible (an L2 below 256 KiB, say) fall
-// back likewise.
+// Read once, on first use: each size the environment variable MHA_CACHES
+// names ("l1d=32K,ways=8,line=64,l2=512K,l3=8M", any of them, in any order),
+// else from /sys/devices/system/cpu/cpu0/cache (Linux, x86 and Arm), else
+// from sysconf, else typical sizes (48 KiB 8-way L1d, 1 MiB L2, 32 MiB L3,
+// 64-byte lines). Sizes a VM reports that are not plausible (an L2 below
+// 256 KiB, say) fall back likewise.
+// MHA_CACHES lets a VM that reports its caches wrongly be corrected, and the
+// tests run every kernel under the blocking and walks of other machines'
+// caches. While it is malformed or implausible, every call throws
+// std::invalid_argument naming it (ChosenTargetIndex() calls this first, so
+// that a kernel throws before it writes anything).
 const CacheSizes& MachineCaches();
 
 // MachineCaches() in words, with the source of each size, for benchmark

@@ -11,12 +11,14 @@ namespace mha::detail {
 
 // Index into HWY_EXPORT tables of the target in force: the one set_target
 // forced, else MHA_TARGET's (read on first use), else the best supported.
-// Throws std::invalid_argument while an unknown MHA_TARGET is in force.
+// Throws std::invalid_argument while an unknown MHA_TARGET is in force, or a
+// malformed MHA_CACHES (lib/common/cache_sizes.h).
 std::size_t ChosenTargetIndex();
 
 // ChosenTargetIndex(), or the best supported target's while an unknown
 // MHA_TARGET is in force: for work that prepares data (packing weights)
-// rather than run a kernel, which must not throw for it.
+// rather than run a kernel, which must not throw for it (nor for MHA_CACHES:
+// the panels do not depend on the caches).
 std::size_t PreferredTargetIndex();
 
 // Each target's kernel entry calls this with its own HWY_TARGET, so that

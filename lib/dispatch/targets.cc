@@ -14,6 +14,7 @@
 
 #include "hwy/highway.h"
 #include "hwy/targets.h"
+#include "lib/common/cache_sizes.h"
 #include "lib/common/check.h"
 #include "lib/dispatch/dispatch.h"
 
@@ -138,12 +139,15 @@ std::size_t IndexOf(std::int64_t target) {
 
 }  // namespace
 
-std::size_t ChosenTargetIndex() { return IndexOf(TargetInForce()); }
+std::size_t ChosenTargetIndex() {
+  MachineCaches();  // throws while MHA_CACHES is malformed
+  return IndexOf(TargetInForce());
+}
 
 std::size_t PreferredTargetIndex() {
   ApplyEnvironmentOnce();
   if (Choice().environment_invalid) return IndexOf(BestOf(UsableTargets()));
-  return ChosenTargetIndex();
+  return IndexOf(TargetInForce());
 }
 
 void NoteKernelTarget(std::int64_t target) { kernel_target_of_thread = target; }
