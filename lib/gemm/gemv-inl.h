@@ -380,13 +380,15 @@ inline void Gemv(const detail::GemmArgs& g) {
   const std::size_t range_k = (g.k + ranges - 1) / ranges;
   const std::size_t stride = g.m * width;  // floats of one task's sums
   detail::PooledBuffer partial(chunks * ranges * stride);
-  // B's rows are usually a multiple of 4 KiB apart, so a pass's eight lines
-  // of one column fall into one set of L1, and lines prefetched ahead fill
-  // whole sets: with 8 ways the sums lose theirs. On Zen 3 (32 KiB, 8 ways)
-  // prefetching 1.5 KiB ahead read 15.0-16.1 GB/s where no prefetch read
-  // 19.1-20.8 (cblas_sgemv 19.2-21.3) on 1 thread, 26.8 and 29.5-32.1
-  // (29.7-31.4) on 2; 1 KiB ahead 16.4-16.7; 256 bytes ahead as none. Zen 5
-  // (48 KiB, 12 ways): above.
+  // Prefetching as StreamingPrefetchPays says. B's rows are usually a
+  // multiple of 4 KiB apart, so a pass's eight lines of one column fall into
+  // one set of L1, where prefetched lines could also evict the sums; but the
+  // walks of B transposed lost as much at a stride that spreads the sets, so
+  // that is not the whole cause. On Zen 3 (32 KiB, 8 ways) prefetching 1.5
+  // KiB ahead read 15.0-16.1 GB/s where no prefetch read 19.1-20.8
+  // (cblas_sgemv 19.2-21.3) on 1 thread, 26.8 and 29.5-32.1 (29.7-31.4) on
+  // 2; 1 KiB ahead 16.4-16.7; 256 bytes ahead as none. Zen 5 (48 KiB, 12
+  // ways): above.
   const bool prefetch = StreamingPrefetchPays();
   detail::ForEachTask(
       chunks * ranges, double(g.m) * g.n * g.k, [&](std::size_t t) {
