@@ -17,14 +17,17 @@ install_clang_sanitizers() {
 # ships it, leaves out. Under a sanitizer the kernels compile 3 to 4 times
 # slower than in Release (lib/attention/attention.cc: 100 s a target with
 # clang's ASan + UBSan against 27 in GCC's Release build), so a checking
-# build compiles what this CPU runs and still spans every vector width:
-#   - AVX3_DL and SSSE3: for fp32 their code is AVX3's and SSE4's, at the
-#     same vector widths;
+# build compiles what this CPU runs at each vector width, and each of the
+# kernels' register tiles, once:
+#   - AVX3_DL and SSSE3: for fp32 their code is AVX3's and SSE4's;
+#   - SSE4: its 4 lanes are the fallback's (EMU128 with clang), its 6-row
+#     tile AVX2's, and its 8-column panels both (lib/gemm/tile_shape-inl.h);
 #   - AVX3 too when this CPU lacks AVX-512: its tests could not run here.
-# AVX3 (16 lanes) where the CPU has it, AVX2 (8), SSE4 (4) and the fallback
-# remain; Arm's runs (run-tests-arm.sh) add NEON and SVE at 128 to 512 bits.
+# AVX3 (16 lanes) where the CPU has it, AVX2 (8) and the fallback (4)
+# remain. The Release build tests every target natively, and Arm's runs
+# (run-tests-arm.sh) add NEON and SVE at 128 to 512 bits.
 checking_build_omitted_targets() {
-  local omitted=AVX3_DL,SSSE3
+  local omitted=AVX3_DL,SSSE3,SSE4
   grep -qw avx512f /proc/cpuinfo || omitted+=,AVX3
   echo "$omitted"
 }
