@@ -234,7 +234,16 @@ class DecodeRange {
   // KV heads (group 4) and 1.52x at 32, but 0.66-0.75x and 0.87x from DRAM,
   // whatever the software prefetches (none, no V, K 2 to 16 KiB ahead). So
   // from DRAM this loop's speed is not what limits the rate (see Run), and
-  // the faster forms were not kept.
+  // the faster forms were not kept. On Zen 4 (512-bit operations on 256-bit
+  // units) it does limit it with groups: 8 KV heads of 4 query heads, one
+  // core, the logits took 69% of the time and P V 20% for as many
+  // multiply-adds with 4 MiB of K and V in cache (19-24 GB/s), and from
+  // DRAM the core read 12-17 GB/s against a read probe's 24-27. Four keys a
+  // call for the group's rows, their 16 sums reduced four at a time by
+  // interleaving lanes, read 1.0-1.25x as fast in cache but 0.5-0.6x from
+  // DRAM (9 against 16 GB/s, alternating builds), also with each K row read
+  // whole in turn, and with K prefetched 2-8x further ahead: the K loads
+  // stall (perf).
   template <bool kPrefetch>
   void ComputeLogits(std::size_t j0, std::size_t n) {
     for (std::size_t j = 0; j < n; ++j) {

@@ -165,15 +165,37 @@ inline std::size_t SliceDepth(std::size_t n, std::size_t k, bool sweeps_pairs) {
 // of 5 at kc 768 (unmeasured).
 constexpr std::size_t kMinSliverPanels = 8;
 
+// How a task's rows pass its B panels, chosen once per product from its
+// shape (the slice depth depends on it, and must not depend on the threads).
+enum class Sweep {
+  // Each sliver of kTileRows rows (in L1) passes every panel (in L2), by the
+  // 12 x 2 tile on 32-register targets.
+  kSlivers,
+  // The same, two panels at a time by the wide tile (UsesWideTiles).
+  kWideSlivers,
+  // Each pair of panels (in L2) passes every wide tile of a chunk of rows
+  // (SweepPanelPairs).
+  kPanelPairs,
+};
+
+// The columns of C a task's block is made of: whole pairs of panels for the
+// sweep by pairs, whose odd last panel goes by slivers (SweepPanelPairs).
+// 1024 x 768 x 768 made blocks of 5 panels (160 columns, the most whose
+// 768 steps fit half of L2): a fifth of the product by the 12 x 2 tile.
+inline std::size_t ColumnUnit(Sweep sweep) {
+  return (sweep == Sweep::kPanelPairs ? 2 : 1) * TileCols();
+}
+
 // The columns of a task's B block for slices `depth` deep (nc above), in
-// whole `unit`s of columns: a panel for the sliver sweep, a pair of panels
-// for the sweep by pairs (which streams one pair at a time from L2 past a
-// chunk of A's rows, and keeps half of L2).
-inline std::size_t BlockCols(std::size_t depth, std::size_t unit) {
+// whole ColumnUnits of `sweep`: the sweep by pairs streams one pair at a
+// time from L2 past a chunk of A's rows and keeps half of L2; the sliver
+// sweeps take at least kMinSliverPanels panels where all of L2 holds them.
+inline std::size_t BlockCols(std::size_t depth, Sweep sweep) {
+  const std::size_t unit = ColumnUnit(sweep);
   const std::size_t l2_cols =
       detail::MachineCaches().l2 / (depth * sizeof(float));
   std::size_t cols = l2_cols / 2;
-  if (unit == TileCols()) {
+  if (sweep != Sweep::kPanelPairs) {
     cols = std::max(cols, std::min(kMinSliverPanels * unit, l2_cols));
   }
   return std::max(unit, cols / unit * unit);

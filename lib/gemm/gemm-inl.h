@@ -53,19 +53,6 @@ constexpr double kGemmParallelWork = 1 << 18;
 // when B was read in place below that).
 constexpr std::size_t kPackBReuse = 16;
 
-// How a task's rows pass its B panels, chosen once per product from its
-// shape (the slice depth depends on it, and must not depend on the threads).
-enum class Sweep {
-  // Each sliver of kTileRows rows (in L1) passes every panel (in L2), by the
-  // 12 x 2 tile on 32-register targets.
-  kSlivers,
-  // The same, two panels at a time by the wide tile (UsesWideTiles).
-  kWideSlivers,
-  // Each pair of panels (in L2) passes every wide tile of a chunk of rows
-  // (SweepPanelPairs).
-  kPanelPairs,
-};
-
 // How one task reaches B's current kc x nc block: panel j at
 // first + j * panel_stride, step p at + p * step_stride; elements of type T
 // (fp32, or 16-bit for pre-packed weights).
@@ -231,7 +218,7 @@ static_assert(kCopyAMinPanels > kNarrowPanels, "narrow B reads A in place");
 inline bool CopiesA(const detail::GemmArgs& g, std::size_t depth,
                     std::size_t panels_per_block) {
   if (g.trans_a) return false;
-  const std::size_t block_cols = BlockCols(depth, TileCols());
+  const std::size_t block_cols = BlockCols(depth, Sweep::kSlivers);
   const std::size_t col_blocks = (g.n + block_cols - 1) / block_cols;
   return col_blocks >= kCopyAColBlocks ||
          (panels_per_block >= kCopyAMinPanels &&
@@ -477,18 +464,19 @@ struct GemmGrid {
   bool columns_outer;
 
   // `depth`: the product's slice depth (SliceDepth); `row_chunks`: whether
-  // its tasks are chunks of rows (RunsRowChunks); `col_unit`: the columns
-  // blocks are made of (ColumnUnit).
+  // its tasks are chunks of rows (RunsRowChunks); `sweep`: how its rows pass
+  // B's panels.
   GemmGrid(const detail::GemmArgs& g, std::size_t depth, bool row_chunks,
-           std::size_t col_unit)
+           Sweep sweep)
       : columns_outer(row_chunks) {
+    const std::size_t col_unit = ColumnUnit(sweep);
     constexpr double kMinTaskWork = 1 << 20;
     const std::size_t threads = detail::ArenaThreads();
     const std::size_t tasks_wanted = threads > 1 ? 2 * threads : 1;
     mc = row_chunks ? std::min(RoundUp(g.m, kTileRows),
                                kChunksPerRowTask * SweepRows(depth))
                     : RoundUp(g.m, kTileRows);
-    nc = EvenBlock(g.n, Blocks(g.n, BlockCols(depth, col_unit)), col_unit);
+    nc = EvenBlock(g.n, Blocks(g.n, BlockCols(depth, sweep)), col_unit);
     for (;;) {
       row_blocks = Blocks(g.m, mc);
       col_blocks = Blocks(g.n, nc);
@@ -542,14 +530,6 @@ struct GemmGrid {
   }
 };
 
-// The columns of C a task's block is made of: whole pairs of panels for the
-// sweep by pairs, whose odd last panel goes by slivers (SweepPanelPairs).
-// 1024 x 768 x 768 made blocks of 5 panels (160 columns, the most whose
-// 768 steps fit half of L2): a fifth of the product by the 12 x 2 tile.
-inline std::size_t ColumnUnit(Sweep sweep) {
-  return (sweep == Sweep::kPanelPairs ? 2 : 1) * TileCols();
-}
-
 // The blocked product, B's elements of type BElement, its rows passing B
 // by `sweep`, its first slice's plain stores streamed from C's size of
 // `stream_c_bytes` on (StreamsC). Each task runs all the slices of its block,
@@ -562,7 +542,7 @@ void GemmSlices(const detail::GemmArgs& g, Sweep sweep,
                 std::size_t stream_c_bytes) {
   const std::size_t depth = SliceDepth(g.n, g.k, sweep == Sweep::kPanelPairs);
   const bool row_chunks = RunsRowChunks(g, sweep, depth);
-  const GemmGrid grid(g, depth, row_chunks, ColumnUnit(sweep));
+  const GemmGrid grid(g, depth, row_chunks, sweep);
   const bool copy_a = !row_chunks && CopiesA(g, depth, grid.nc / TileCols());
   const std::size_t copy_stride = CopyStride(depth);
   GemmEpilogue first = GemmEpilogue::First(g);

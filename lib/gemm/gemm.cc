@@ -33,7 +33,7 @@ detail::GemmShapeParams GemmShapeParamsOfTarget() {
   return {kTileRows,
           TileCols(),
           Blocking().kc,
-          BlockCols(Blocking().kc, TileCols()),
+          BlockCols(Blocking().kc, Sweep::kSlivers),
           MaxSliceDepth(2 * TileCols(), false),
           kHasPairSweep ? kSweepPairsMinRows : 0,
           SweepDepth(),
