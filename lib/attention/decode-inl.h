@@ -240,10 +240,11 @@ class DecodeRange {
   // multiply-adds with 4 MiB of K and V in cache (19-24 GB/s), and from
   // DRAM the core read 12-17 GB/s against a read probe's 24-27. Four keys a
   // call for the group's rows, their 16 sums reduced four at a time by
-  // interleaving lanes, read 1.0-1.25x as fast in cache but 0.5-0.6x from
-  // DRAM (9 against 16 GB/s, alternating builds), also with each K row read
-  // whole in turn, and with K prefetched 2-8x further ahead: the K loads
-  // stall (perf).
+  // interleaving lanes, read 1.0-1.25x as fast in cache but 0.35-0.65x
+  // from DRAM (6-11 against 12-17 GB/s, alternating builds), also with each
+  // K row read whole in turn, with K prefetched 2-8x further ahead, and with
+  // K prefetched as it is loaded: the K loads stall (perf), for a cause not
+  // found.
   template <bool kPrefetch>
   void ComputeLogits(std::size_t j0, std::size_t n) {
     for (std::size_t j = 0; j < n; ++j) {
