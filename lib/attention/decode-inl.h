@@ -197,9 +197,11 @@ class DecodeRange {
     return (kv_head - kv_begin_) * rows_each_;
   }
 
-  // Asks for one row of head_dim values of K or V (see Run).
+  // Asks for one row of head_dim values of K or V (see Run), into L2: the
+  // loads that use it come a block later for V, and L1 prefetches held the
+  // miss buffers on Zen 4 (lib/common/prefetch.h).
   void PrefetchRow(const KV* row) const {
-    detail::PrefetchBytes(row, dim_ * sizeof(KV));
+    detail::PrefetchBytes<detail::CacheLevel::kL2>(row, dim_ * sizeof(KV));
   }
 
   std::size_t Visible(std::size_t r, std::size_t j0, std::size_t n) const {
@@ -238,13 +240,16 @@ class DecodeRange {
   // units) it does limit it with groups: 8 KV heads of 4 query heads, one
   // core, the logits took 69% of the time and P V 20% for as many
   // multiply-adds with 4 MiB of K and V in cache (19-24 GB/s), and from
-  // DRAM the core read 12-17 GB/s against a read probe's 24-27. Four keys a
-  // call for the group's rows, their 16 sums reduced four at a time by
-  // interleaving lanes, read 1.0-1.25x as fast in cache but 0.35-0.65x
-  // from DRAM (6-11 against 12-17 GB/s, alternating builds), also with each
-  // K row read whole in turn, with K prefetched 2-8x further ahead, and with
-  // K prefetched as it is loaded: the K loads stall (perf), for a cause not
-  // found.
+  // DRAM the core read 12-17 GB/s against a read probe's 24-27 while its
+  // prefetches went into L1 (into L2, 1.2x faster: PrefetchRow). With those
+  // L1 prefetches, four keys a call for the group's rows, their 16 sums
+  // reduced four at a time by interleaving lanes, read 1.0-1.25x as fast in
+  // cache but 0.35-0.65x from DRAM (6-11 against 12-17 GB/s, alternating
+  // builds), also with each K row read whole in turn, with K prefetched 2-8x
+  // further ahead, and with K prefetched as it is loaded: the K loads
+  // stalled (perf). With L2 prefetches, also asking for the next block's K
+  // rows a few lines per step of P V read 0.88x and 0.86x as fast (8 KV
+  // heads over 4096 keys, 1 and 2 threads, one process).
   template <bool kPrefetch>
   void ComputeLogits(std::size_t j0, std::size_t n) {
     for (std::size_t j = 0; j < n; ++j) {

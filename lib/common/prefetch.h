@@ -17,23 +17,34 @@ namespace mha::detail {
 // for the measurements).
 constexpr std::size_t kStreamLeadBytes = 4096;
 
-// Asks for the cache lines of [p, p + bytes) (hwy::Prefetch: into L1 where
-// the target has a prefetch instruction, else nothing).
+// Where a prefetch puts the lines it asks for.
+enum class CacheLevel {
+  kL1,  // hwy::Prefetch: prefetcht0 on x86 (nothing on targets without one)
+  kL2,  // prefetcht1 on x86, PLDL2KEEP on Arm
+};
+
+// Asks for the cache lines of [p, p + bytes) into kLevel.
 //
-// Into L2 instead (prefetcht1), tried on Zen 4: a standalone copy of the GQA
-// decode loop (4 query rows a K row, blocks of 256 keys, 32 MiB of K and V
-// never in L3) read 13.8 GB/s with it against 9.8 with prefetcht0 and 10.9 with
-// none, as if prefetches into L1 held its few miss buffers for a DRAM latency.
-// In the library, though (streams of K, V and packed weights; one build, the
-// hint switched between alternating runs), three such comparisons on the same
-// host disagreed: the decode core over 8 KV heads 0.80x, 0.86x and 1.19x on one
-// thread, over 32 0.99x, 1.10x and 1.25x, decode steps 0.98-1.15x; the GEMV
-// with B in place, prefetched, 0.84x of no prefetch (prefetcht0 0.58x). Not
-// kept until a quieter machine settles it.
+// Into L2 is for runs read from DRAM by a loop with little else in flight: on
+// Zen 4 (8-way L1d, 1 MiB L2) prefetches into L1 seem to hold the core's few L1
+// miss buffers for a DRAM latency. The decode core over 8 KV heads
+// (lib/attention/decode-inl.h), one build switching the hint between calls in
+// one process (mha::attention, 32 query heads, head_dim 128, 4096 keys, K and V
+// cycled through 256 MiB so that they come from DRAM; medians of 21): into L2
+// 1.28x and 1.23x as fast as into L1 on one thread in two runs (19.1 against
+// 15.5 GB/s), 1.22x on two; over 32 KV heads (2048 keys) 1.03-1.17x; from L3
+// (256 and 128 keys) 1.04x and 1.83x. The layer's decode step at d4096, mostly
+// the GEMV of pre-packed weights (lib/gemm/gemv-inl.h), ran 0.98-1.00x as fast
+// with its panels asked into L2, so those stay L1.
+template <CacheLevel kLevel = CacheLevel::kL1>
 inline void PrefetchBytes(const void* p, std::size_t bytes) {
   const char* first = static_cast<const char*>(p);
   for (std::size_t i = 0; i < bytes; i += kShortestCacheLine) {
-    hwy::Prefetch(first + i);
+    if constexpr (kLevel == CacheLevel::kL1) {
+      hwy::Prefetch(first + i);
+    } else {
+      __builtin_prefetch(first + i, /*rw=*/0, /*locality=*/2);
+    }
   }
 }
 
