@@ -52,7 +52,11 @@ constexpr std::size_t kGemvRowsPerPass = 8;
 // with a loss, whatever the rows' stride (GemvTransposedB's walks, and the
 // passes of B in place in Gemv, below), and so did the 8-way L1 of Zen 4
 // (B in place, 1 x 4096 x 4096: 5.5-6.9 GFLOP/s prefetched 1.5 to 4 KiB
-// ahead against 9.7-10.1 without, 1 thread). Other cores are unmeasured.
+// ahead against 9.7-10.1 without, 1 thread). Into L2 instead (prefetcht1),
+// Zen 4, one build switching between calls in one process: B in place
+// 0.91x and 0.95x as fast as without prefetch (1 and 2 threads), B
+// transposed 1.08x and 1.09x, too little to change the walk on cores
+// where it is unmeasured. Other cores are unmeasured.
 inline bool StreamingPrefetchPays() {
   return detail::MachineCaches().l1d_ways > kGemvRowsPerPass;
 }
