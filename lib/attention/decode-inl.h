@@ -73,7 +73,9 @@ class DecodeRange {
   // heads (the two interleaved in balanced order): 32 KV heads over 2048
   // keys read 1.09x as fast on 1 core and 1.14x on 2 (the layer's decode
   // step at d4096, 1.02x and 1.01x); 8 KV heads over 8192 keys, 1.02x and
-  // 1.00-1.04x.
+  // 1.00-1.04x. Two or four heads a task, head-major (four or eight streams
+  // at once), one Zen 4 core, one process: 0.95-0.99x of one (8 KV heads
+  // over 4096 keys, 32 over 2048).
   static std::size_t KvHeadsPerTask(const detail::AttentionArgs& a) {
     return a.k_layout.head < a.k_layout.token ? a.shape.num_kv_heads : 1;
   }
