@@ -202,9 +202,9 @@ class DecodeRange {
   // calls, without them 1.19x and 1.17x as fast on 1 thread, 1.07x on 2;
   // groups of 2 rows 1.00x, of 4 0.85x and 0.93x. Zen 5 (12-way L1) was
   // tuned with them, so they stay there: the L1's ways stand in for the
-  // core generation, as in StreamingPrefetchPays (lib/gemm/gemv-inl.h).
+  // core generation (StreamingPrefetchPays, lib/common/prefetch.h).
   bool PrefetchesKeys() const {
-    return rows_each_ > 1 || detail::MachineCaches().l1d_ways > 8;
+    return rows_each_ > 1 || detail::StreamingPrefetchPays();
   }
 
   // The first of the rows of KV head kv_head's group.

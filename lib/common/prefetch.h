@@ -48,6 +48,29 @@ inline void PrefetchBytes(const void* p, std::size_t bytes) {
   }
 }
 
+// Streams at once that an L1 must have more ways than for software prefetch
+// to pay beside them: the eight rows of B a GEMV pass reads
+// (kGemvRowsPerPass in lib/gemm/gemv-inl.h).
+constexpr std::size_t kStreamsThatNeedMoreL1Ways = 8;
+
+// Whether streams read from DRAM go faster with software prefetch, and GEMV
+// with eight streams rather than four. The machine does not report what
+// decides it (how well its own prefetchers keep up), so the L1's ways stand
+// in for the core generation. B of a GEMV, 1.5 KiB ahead of each stream: the
+// 12-way L1 of Zen 5 came with a gain from both, the 8-way L1s of Zen 1 and
+// Zen 3 with a loss, whatever the rows' stride (GemvTransposedB's walks, and
+// the passes of B in place in Gemv), and so did the 8-way L1 of Zen 4 (B in
+// place, 1 x 4096 x 4096: 5.5-6.9 GFLOP/s prefetched 1.5 to 4 KiB ahead
+// against 9.7-10.1 without, 1 thread). Into L2 instead (prefetcht1), Zen 4,
+// one build switching between calls in one process: B in place 0.91x and
+// 0.95x as fast as without prefetch (1 and 2 threads), B transposed 1.08x
+// and 1.09x, too little to change the walk where it is unmeasured. The
+// decode core's K rows follow the same line (DecodeRange::PrefetchesKeys).
+// Other cores are unmeasured.
+inline bool StreamingPrefetchPays() {
+  return MachineCaches().l1d_ways > kStreamsThatNeedMoreL1Ways;
+}
+
 }  // namespace mha::detail
 
 #endif  // MHA_LIB_COMMON_PREFETCH_H_

@@ -44,23 +44,6 @@ constexpr std::size_t kGemvPrefetchFloats = 384;
 // Rows of B in place that GemvRows multiplies in one pass over the sums.
 constexpr std::size_t kGemvRowsPerPass = 8;
 
-// Whether B, streamed from DRAM, is read faster with software prefetch, 1.5
-// KiB ahead of each stream, and with eight streams rather than four. The
-// machine does not report what decides it (how well its own prefetchers
-// keep up), so the L1's ways stand in for the core generation: the 12-way
-// L1 of Zen 5 came with a gain from both, the 8-way L1s of Zen 1 and Zen 3
-// with a loss, whatever the rows' stride (GemvTransposedB's walks, and the
-// passes of B in place in Gemv, below), and so did the 8-way L1 of Zen 4
-// (B in place, 1 x 4096 x 4096: 5.5-6.9 GFLOP/s prefetched 1.5 to 4 KiB
-// ahead against 9.7-10.1 without, 1 thread). Into L2 instead (prefetcht1),
-// Zen 4, one build switching between calls in one process: B in place
-// 0.91x and 0.95x as fast as without prefetch (1 and 2 threads), B
-// transposed 1.08x and 1.09x, too little to change the walk on cores
-// where it is unmeasured. Other cores are unmeasured.
-inline bool StreamingPrefetchPays() {
-  return detail::MachineCaches().l1d_ways > kGemvRowsPerPass;
-}
-
 template <std::size_t kValue>
 using Constant = std::integral_constant<std::size_t, kValue>;
 
@@ -210,7 +193,10 @@ void GemvRows(const detail::GemmArgs& g, std::size_t j0, std::size_t width,
   const std::size_t lanes = hn::Lanes(d), ld = g.ldb;
   const StridedA op_a(g);
   std::size_t p = p0;
-  static_assert(kGemvRowsPerPass == 8, "the pass below names eight rows");
+  static_assert(kGemvRowsPerPass == 8 &&
+                    kGemvRowsPerPass == detail::kStreamsThatNeedMoreL1Ways,
+                "the pass below names eight rows, the streams that "
+                "StreamingPrefetchPays weighs");
   for (; p + 8 <= p1; p += 8) {
     const float* HWY_RESTRICT b = g.b + p * ld + j0;
     for (std::size_t i = 0; i < g.m; ++i) {
@@ -291,7 +277,8 @@ void GemvPacked(const detail::GemmArgs& g) {
                       });
 }
 
-// How GemvTransposedB walks B (DotRowsOfB) where StreamingPrefetchPays:
+// How GemvTransposedB walks B (DotRowsOfB) where StreamingPrefetchPays
+// (lib/common/prefetch.h):
 // eight rows of B for one row of A, eight streams, each prefetched 1.5 KiB
 // ahead. 1 x 4096 x 4096 on Zen 5 against FourRowsOfB: eight rows 1.12x
 // (1 thread) / 1.20x (2 threads), the prefetch 2 KiB ahead another 1.17x /
@@ -370,8 +357,9 @@ inline void Gemv(const detail::GemmArgs& g) {
     });
   }
   if (g.trans_b) {
-    return StreamingPrefetchPays() ? GemvTransposedB<EightPrefetchedRowsOfB>(g)
-                                   : GemvTransposedB<FourRowsOfB>(g);
+    return detail::StreamingPrefetchPays()
+               ? GemvTransposedB<EightPrefetchedRowsOfB>(g)
+               : GemvTransposedB<FourRowsOfB>(g);
   }
   const std::size_t lanes = hn::Lanes(FloatTag());
   constexpr std::size_t kTasksWanted = 4, kMinRange = 256;
@@ -395,7 +383,7 @@ inline void Gemv(const detail::GemmArgs& g) {
   // (cblas_sgemv 19.2-21.3) on 1 thread, 26.8 and 29.5-32.1 (29.7-31.4) on
   // 2; 1 KiB ahead 16.4-16.7; 256 bytes ahead as none. Zen 5 (48 KiB, 12
   // ways): above.
-  const bool prefetch = StreamingPrefetchPays();
+  const bool prefetch = detail::StreamingPrefetchPays();
   detail::ForEachTask(
       chunks * ranges, double(g.m) * g.n * g.k, [&](std::size_t t) {
         const std::size_t chunk = t / ranges, r = t % ranges;
