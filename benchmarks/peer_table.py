@@ -7,7 +7,11 @@ core when the build found it), with repetitions in random interleaved order,
 so that all rates of a table share the same machine state; the tables show
 medians. OpenBLAS runs on the kernel it picks for this CPU: the environment
 variables that hold it to another (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE) are
-removed for this process. Tables, each with every row, wins and losses:
+removed for this process. Every buffer of the process, the peers' as well, is
+put on transparent huge pages (glibc's tunable glibc.malloc.hugetlb=1), as mha
+puts its packed weights and KV caches and the read probe its buffer: the
+tables compare the kernels, not the page sizes their callers happened to get.
+Tables, each with every row, wins and losses:
 
 - SGEMM / GEMV: GFLOP/s (GB/s for M = 1), the fraction of the measured peak
   (FMA, or DRAM read for M = 1), and ours / the best peer.
@@ -74,6 +78,8 @@ def measure(args):
     env = dict(os.environ)
     for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MHA_TARGET"):
         env.pop(name, None)
+    env["GLIBC_TUNABLES"] = ":".join(
+        filter(None, (env.get("GLIBC_TUNABLES"), "glibc.malloc.hugetlb=1")))
     measured = (args.only,) if args.only else (GEMM, LAYER, CORE, BIAS)
     command = [args.binary, f"--benchmark_filter={'|'.join(measured + (PEAKS,))}",
                "--benchmark_format=json", f"--benchmark_repetitions={args.reps}",

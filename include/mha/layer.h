@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mha/attention.h"
+#include "mha/detail/huge_pages.h"
 #include "mha/precision.h"
 
 namespace mha {
@@ -149,8 +150,11 @@ class KVCache {
   std::size_t batch_, capacity_, length_ = 0;
   Precision precision_;
   // [batch, num_kv_heads, max_len, head_dim] elements of precision_ each:
-  // decoding reads each KV head's keys and values as one run.
-  std::vector<unsigned char> keys_, values_;
+  // decoding reads each KV head's keys and values as one run, from huge
+  // pages where the system has them.
+  using Store =
+      std::vector<unsigned char, detail::HugePageAllocator<unsigned char>>;
+  Store keys_, values_;
 };
 
 }  // namespace mha

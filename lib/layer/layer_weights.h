@@ -9,11 +9,16 @@
 #include <mutex>
 #include <vector>
 
-#include "hwy/aligned_allocator.h"
 #include "lib/gemm/gemm_args.h"
+#include "mha/detail/huge_pages.h"
 #include "mha/layer.h"
 
 namespace mha::detail {
+
+struct FreeHugePagesOf {
+  void operator()(unsigned char* p) const noexcept { FreeHugePages(p); }
+};
+using HugePagesPtr = std::unique_ptr<unsigned char[], FreeHugePagesOf>;
 
 // The four projections packed for one panel width (one target's TileCols()).
 // W_q, W_k and W_v are one panel set, each padded to whole panels, so that
@@ -26,8 +31,9 @@ struct PackedProjections {
   std::size_t q_width, kv_width;  // d_model, kv_dim rounded to whole panels
   Precision precision;            // of the weights' elements
   // The panels' elements, of `precision`: [d_model, qkv_width()] and
-  // [d_model, q_width].
-  hwy::AlignedFreeUniquePtr<unsigned char[]> qkv, o;
+  // [d_model, q_width], on huge pages where the system has them (a decode
+  // step streams them all).
+  HugePagesPtr qkv, o;
   std::vector<float> qkv_bias;  // [q_width + 2 kv_width], or empty
   std::vector<float> o_bias;    // [d_model], or empty
 

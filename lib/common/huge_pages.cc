@@ -1,0 +1,59 @@
+// Why huge pages: a decode step streams the packed weights and the KV cache
+// from DRAM, hundreds of MiB, and on 4 KiB pages each page is a TLB miss where
+// the hardware prefetchers also stop. The layer's decode step (d_model 4096, 32
+// heads, 2047 cached tokens) on Zen 4 with its weights and cache on huge
+// pages, against the same on 4 KiB pages, one process alternating the two
+// (medians of 31-41 steps, caches evicted): 8 KV heads 1.12x as fast on 1
+// thread, 1.08x on 2; 32 KV heads 1.04-1.06x on 1, 1.09x on 2. A plain read
+// loop ran 1.15-1.23x as fast there on huge pages.
+#include "mha/detail/huge_pages.h"
+
+#include <cstdlib>
+#include <fstream>
+#include <new>
+
+#if defined(__linux__)
+#include <sys/mman.h>
+#endif
+
+namespace mha::detail {
+namespace {
+
+// The size of the transparent huge pages the kernel reports, 2 MiB if it
+// does not say (x86-64, and Arm with 4 KiB base pages).
+std::size_t HugePageBytes() {
+  static const std::size_t bytes = [] {
+    std::size_t reported = 0;
+    std::ifstream("/sys/kernel/mm/transparent_hugepage/hpage_pmd_size") >>
+        reported;
+    return reported > 0 ? reported : std::size_t{2} << 20;
+  }();
+  return bytes;
+}
+
+constexpr std::size_t kMinAlignment = 64;  // a vector of AVX-512
+
+std::size_t RoundUp(std::size_t bytes, std::size_t unit) {
+  return (bytes + unit - 1) / unit * unit;
+}
+
+}  // namespace
+
+void* AllocateHugePages(std::size_t bytes) {
+  const std::size_t huge = HugePageBytes();
+  // A buffer smaller than one huge page would mostly leave it empty.
+  const std::size_t alignment = bytes >= huge ? huge : kMinAlignment;
+  const std::size_t size = RoundUp(bytes == 0 ? 1 : bytes, alignment);
+  void* p = std::aligned_alloc(alignment, size);
+  if (p == nullptr) throw std::bad_alloc();
+#if defined(__linux__) && defined(MADV_HUGEPAGE)
+  // Before the first touch, so the page faults map huge pages. Advice only:
+  // where the kernel refuses (transparent huge pages "never"), small pages.
+  if (alignment == huge) madvise(p, size, MADV_HUGEPAGE);
+#endif
+  return p;
+}
+
+void FreeHugePages(void* p) noexcept { std::free(p); }
+
+}  // namespace mha::detail
