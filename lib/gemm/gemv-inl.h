@@ -63,17 +63,13 @@ struct StridedA {
   std::size_t row, step;
 };
 
-// One step of B times a0 into sum0 (the vector at `step`) and, with kVecs
-// 2, sum1 (the vector after it): a pre-packed panel's TileCols() values, or
-// a run of a row of B in place.
-template <std::size_t kVecs = 2, class BElement>
+// One step of a pre-packed panel (its TileCols() values, two vectors) times
+// a0 into sum0 and sum1.
+template <class BElement>
 HWY_INLINE void GemvStep(FloatTag d, const BElement* step, FloatVec a0,
                          FloatVec& sum0, FloatVec& sum1) {
-  static_assert(kVecs == 1 || kVecs == 2, "one or two vectors");
   sum0 = hn::MulAdd(a0, LoadWide(d, step), sum0);
-  if constexpr (kVecs == 2) {
-    sum1 = hn::MulAdd(a0, LoadWide(d, step + hn::Lanes(d)), sum1);
-  }
+  sum1 = hn::MulAdd(a0, LoadWide(d, step + hn::Lanes(d)), sum1);
 }
 
 // Rows of C against kPanels (1 or 2) adjacent pre-packed panels, columns
@@ -142,35 +138,32 @@ HWY_INLINE void GemvPanels(const detail::GemmArgs& g, const BElement* panel,
   }
 }
 
-// kVecs (1 or 2) vectors of sums at `sums` += a0 b[0] + ... + a7 b[7 ld],
-// b's eight rows ld floats apart. Each vector of sums is one chain of
-// multiply-adds over the rows in memory order, started from zero and added
-// to the sums once. On Zen 4, 1 x 4096 x 4096 on 1 thread, medians of 41
-// interleaved runs against cblas_sgemv's 24.5 GB/s: two chains per vector
-// over rows taken by pairs, started from the sums, 22.4; one chain per
-// vector, one vector a step, 23.4; two vectors a step 23.9 (OpenBLAS's own
-// loop, two ymm vectors a step, 24.2). The reads of the eight lines in the
-// order of B's rows keep the prefetchers' streams in step.
-template <std::size_t kVecs>
+// A vector of sums at `sums` += a0 b[0] + ... + a7 b[7 ld], b's eight rows
+// ld floats apart: one chain of multiply-adds over the rows in memory order,
+// started from zero and added to the sums once, one vector (one 64-byte
+// line on AVX-512) of each row a step, as cblas_sgemv's loop reads them (two
+// ymm vectors). On Zen 4 with B on huge pages, 1 x 4096 x 4096, one process
+// alternating the walks (medians of 41): two vectors a step read 17.8-18.4
+// GB/s on 1 thread, one vector 19.5-21.2 (cblas_sgemv 20.5-21.7); on 2,
+// 25.2 and 31.1 (32.3); 1 x 4096 x 1024 1.10x and 1.12x. On 4 KiB pages
+// the two had run alike (23.4 and 23.9 GB/s, 1 thread), and two chains per
+// vector over rows taken by pairs, started from the sums, slower (22.4).
+// The reads of the eight lines in the order of B's rows keep the
+// prefetchers' streams in step.
 HWY_INLINE void AddEightRows(FloatTag d, const float* HWY_RESTRICT b,
                              std::size_t ld, FloatVec a0, FloatVec a1,
                              FloatVec a2, FloatVec a3, FloatVec a4, FloatVec a5,
                              FloatVec a6, FloatVec a7,
                              float* HWY_RESTRICT sums) {
-  const std::size_t lanes = hn::Lanes(d);
-  FloatVec s0 = hn::Zero(d), s1 = s0;
-  GemvStep<kVecs>(d, b, a0, s0, s1);
-  GemvStep<kVecs>(d, b + ld, a1, s0, s1);
-  GemvStep<kVecs>(d, b + 2 * ld, a2, s0, s1);
-  GemvStep<kVecs>(d, b + 3 * ld, a3, s0, s1);
-  GemvStep<kVecs>(d, b + 4 * ld, a4, s0, s1);
-  GemvStep<kVecs>(d, b + 5 * ld, a5, s0, s1);
-  GemvStep<kVecs>(d, b + 6 * ld, a6, s0, s1);
-  GemvStep<kVecs>(d, b + 7 * ld, a7, s0, s1);
-  hn::Store(hn::Add(hn::Load(d, sums), s0), d, sums);
-  if constexpr (kVecs == 2) {
-    hn::Store(hn::Add(hn::Load(d, sums + lanes), s1), d, sums + lanes);
-  }
+  FloatVec s = hn::Mul(a0, hn::LoadU(d, b));
+  s = hn::MulAdd(a1, hn::LoadU(d, b + ld), s);
+  s = hn::MulAdd(a2, hn::LoadU(d, b + 2 * ld), s);
+  s = hn::MulAdd(a3, hn::LoadU(d, b + 3 * ld), s);
+  s = hn::MulAdd(a4, hn::LoadU(d, b + 4 * ld), s);
+  s = hn::MulAdd(a5, hn::LoadU(d, b + 5 * ld), s);
+  s = hn::MulAdd(a6, hn::LoadU(d, b + 6 * ld), s);
+  s = hn::MulAdd(a7, hn::LoadU(d, b + 7 * ld), s);
+  hn::Store(hn::Add(hn::Load(d, sums), s), d, sums);
 }
 
 // sums[i][j] += sum over p in [p0, p1) of A(i, p) B(p, j0 + j), i < m, for
@@ -216,15 +209,9 @@ void GemvRows(const detail::GemmArgs& g, std::size_t j0, std::size_t width,
           }
         }
       };
-      std::size_t j = 0;
-      for (; j + 2 * lanes <= width; j += 2 * lanes) {
+      for (std::size_t j = 0; j < width; j += lanes) {
         prefetch(j);
-        prefetch(j + lanes);
-        AddEightRows<2>(d, b + j, ld, a0, a1, a2, a3, a4, a5, a6, a7, row + j);
-      }
-      if (j < width) {
-        prefetch(j);
-        AddEightRows<1>(d, b + j, ld, a0, a1, a2, a3, a4, a5, a6, a7, row + j);
+        AddEightRows(d, b + j, ld, a0, a1, a2, a3, a4, a5, a6, a7, row + j);
       }
     }
   }
