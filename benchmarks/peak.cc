@@ -125,7 +125,6 @@ HWY_AFTER_NAMESPACE();
 
 #include <algorithm>
 #include <cstring>
-#include <memory>
 #include <vector>
 
 #include "bench_util.h"
@@ -187,10 +186,6 @@ BENCHMARK(BM_FmaPeak)
     ->UseRealTime()
     ->Repetitions(3);
 
-struct HugePagesFreer {
-  void operator()(float* p) const { mha::detail::FreeHugePages(p); }
-};
-
 // args: Mfloats, threads
 void BM_MemoryRead(benchmark::State& state) {
   const std::size_t index = IndexOfActiveTarget();
@@ -202,8 +197,8 @@ void BM_MemoryRead(benchmark::State& state) {
   // 40-41 aligned. On huge pages, as mha's weights and KV caches are, so the
   // probe finds the machine's limit: on 4 KiB pages a read loop ran 0.81-0.87x
   // as fast on Zen 4 (THP "madvise", one process alternating the two).
-  const std::unique_ptr<float, HugePagesFreer> buffer(static_cast<float*>(
-      mha::detail::AllocateHugePages(count * sizeof(float))));
+  const mha::detail::HugePagesArray<float> buffer =
+      mha::detail::AllocateHugePagesArray<float>(count);
   float* data = buffer.get();
   std::fill(data, data + count, 1.0f);
   const int threads = state.range(1);

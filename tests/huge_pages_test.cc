@@ -17,10 +17,7 @@ namespace {
 
 constexpr std::size_t kMiB = std::size_t{1} << 20;
 
-struct Freer {
-  void operator()(void* p) const { mha::detail::FreeHugePages(p); }
-};
-using Buffer = std::unique_ptr<void, Freer>;
+using Buffer = std::unique_ptr<void, mha::detail::HugePagesFree>;
 
 std::uintptr_t Address(const Buffer& b) {
   return reinterpret_cast<std::uintptr_t>(b.get());

@@ -5,17 +5,13 @@
 #define MHA_LIB_COMMON_REUSABLE_FLOATS_H_
 
 #include <cstddef>
-#include <memory>
 
 #include "mha/detail/huge_pages.h"
 
 namespace mha::detail {
 
 struct ReusableFloats {
-  struct Free {
-    void operator()(float* p) const noexcept { FreeHugePages(p); }
-  };
-  std::unique_ptr<float[], Free> data;
+  HugePagesArray<float> data;
   std::size_t size = 0;  // floats
 
   // At least `count` floats, 64-byte aligned: a power of two of them (at
@@ -29,9 +25,7 @@ struct ReusableFloats {
   static ReusableFloats Allocate(std::size_t count) {
     std::size_t size = 1;
     while (size < count) size *= 2;
-    return {std::unique_ptr<float[], Free>(
-                static_cast<float*>(AllocateHugePages(size * sizeof(float)))),
-            size};
+    return {AllocateHugePagesArray<float>(size), size};
   }
 };
 

@@ -75,10 +75,6 @@ void PackProjection(const Source& source, Projection which, std::size_t in,
   }
 }
 
-HugePagesPtr AllocatePanels(std::size_t bytes) {
-  return HugePagesPtr(static_cast<unsigned char*>(AllocateHugePages(bytes)));
-}
-
 template <class Source>
 std::unique_ptr<const PackedProjections> Pack(const MultiHeadAttentionConfig& c,
                                               const Source& source,
@@ -92,8 +88,8 @@ std::unique_ptr<const PackedProjections> Pack(const MultiHeadAttentionConfig& c,
   p->kv_width = (kv + nr - 1) / nr * nr;
   p->precision = c.weight_precision;
   const std::size_t bytes = bytes_per_element(p->precision);
-  p->qkv = AllocatePanels(d * p->qkv_width() * bytes);
-  p->o = AllocatePanels(d * p->q_width * bytes);
+  p->qkv = AllocateHugePagesArray<unsigned char>(d * p->qkv_width() * bytes);
+  p->o = AllocateHugePagesArray<unsigned char>(d * p->q_width * bytes);
   unsigned char* qkv = p->qkv.get();
   PackProjection(source, kQ, d, d, nr, p->precision, qkv);
   PackProjection(source, kK, d, kv, nr, p->precision,

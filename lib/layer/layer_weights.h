@@ -15,11 +15,6 @@
 
 namespace mha::detail {
 
-struct FreeHugePagesOf {
-  void operator()(unsigned char* p) const noexcept { FreeHugePages(p); }
-};
-using HugePagesPtr = std::unique_ptr<unsigned char[], FreeHugePagesOf>;
-
 // The four projections packed for one panel width (one target's TileCols()).
 // W_q, W_k and W_v are one panel set, each padded to whole panels, so that
 // self-attention projects Q, K and V with one GEMM into rows laid out
@@ -33,7 +28,7 @@ struct PackedProjections {
   // The panels' elements, of `precision`: [d_model, qkv_width()] and
   // [d_model, q_width], on huge pages where the system has them (a decode
   // step streams them all).
-  HugePagesPtr qkv, o;
+  HugePagesArray<unsigned char> qkv, o;
   std::vector<float> qkv_bias;  // [q_width + 2 kv_width], or empty
   std::vector<float> o_bias;    // [d_model], or empty
 

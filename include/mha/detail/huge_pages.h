@@ -5,6 +5,7 @@
 #define MHA_DETAIL_HUGE_PAGES_H_
 
 #include <cstddef>
+#include <memory>
 
 namespace mha::detail {
 
@@ -14,6 +15,19 @@ namespace mha::detail {
 // without transparent huge pages (or outside Linux) they stay on small pages.
 void* AllocateHugePages(std::size_t bytes);
 void FreeHugePages(void* p) noexcept;  // of AllocateHugePages; null is fine
+
+// An array of `count` T (trivial types: nothing is constructed) owned as
+// AllocateHugePages's.
+struct HugePagesFree {
+  void operator()(void* p) const noexcept { FreeHugePages(p); }
+};
+template <class T>
+using HugePagesArray = std::unique_ptr<T[], HugePagesFree>;
+template <class T>
+HugePagesArray<T> AllocateHugePagesArray(std::size_t count) {
+  return HugePagesArray<T>(
+      static_cast<T*>(AllocateHugePages(count * sizeof(T))));
+}
 
 // A std::allocator for containers that hold such buffers.
 template <class T>
