@@ -31,7 +31,9 @@ std::size_t HugePageBytes() {
   return bytes;
 }
 
-constexpr std::size_t kMinAlignment = 64;  // a vector of AVX-512
+// A cache line, as hwy::AllocateAligned gives (no two buffers share one), and
+// an AVX-512 vector.
+constexpr std::size_t kMinAlignment = 64;
 
 std::size_t RoundUp(std::size_t bytes, std::size_t unit) {
   return (bytes + unit - 1) / unit * unit;
