@@ -188,7 +188,11 @@ class PrefillTile {
   // Zen 5, 1 thread, three interleaved runs: b4 h16 L512 causal 2-4% faster, b1
   // h25 L1024 causal 1-3%, b8 h12 L128 (S3's core) 0-5%, S3's forward 1-2%,
   // S1's and S2's within the noise (+-2%). 4 rows ahead gained nothing, 16
-  // as much as 8.
+  // as much as 8. Zen 4, 1 thread, in one process: all of the task's Q rows
+  // and its first key block's K and V rows prefetched into L1 before this
+  // ran 0.93x as fast at S1's core (b2 h8 L10: the rows were in L1 or L2
+  // already), Q alone 0.97x; the next task's Q, K and V asked into L2 at
+  // the start of each task, 1.00x at S3's core (b8 h12 L128).
   static constexpr std::size_t kQueryPrefetchRows = 8;
   void PackQueries() {
     const float scale2 = a_.scale * kLog2e;
@@ -518,7 +522,10 @@ class PrefillTile {
   // block, sums final), output row = that / sum, O left as it was. Returns
   // whether the output rows were written. With ComputeLogits' skipped
   // tiles, causal attention on one Zen 5 core, head_dim 64: b4 h16 L512
-  // +11%, b1 h25 L1024 +7%, b1 h8 L4096 +2%; non-causal unchanged.
+  // +11%, b1 h25 L1024 +7%, b1 h8 L4096 +2%; non-causal unchanged. The 6 x 4
+  // wide tile over both panels of head_dim 64 (6 rows, V's row read once
+  // per tile rather than once per panel) was not kept: Zen 4, 1 thread, in
+  // one process, 0.98x at b8 h12 L128, 1.00x at b1 h8 L128, 1.01x at L1024.
   template <bool kFirst, bool kToOutputs>
   bool AccumulateValues(std::size_t j0, std::size_t n, bool rescale) {
     const BlockRows values =

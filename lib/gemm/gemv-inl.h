@@ -171,7 +171,14 @@ HWY_INLINE void AddEightRows(FloatTag d, const float* HWY_RESTRICT b,
 // of B per pass over the sums, so that loading and storing a sum serves
 // eight multiply-adds, and the prefetchers follow eight streams: on Zen 4,
 // 1 x 4096 x 4096 read 15-20 GB/s with four rows per pass and 18-21 with
-// eight. The order of the additions is fixed by the shape.
+// eight. The order of the additions is fixed by the shape. Not kept (Zen 4,
+// B on huge pages from DRAM, one process alternating the walks, medians of
+// 61-151): sixteen rows a pass (two chains of eight, so the sums, which the
+// rows' lines evict from the 8-way L1 between passes, come back half as
+// often) 1.03-1.07x as fast on 1 thread but 0.86-0.93x on 2; 24 rows 1.00x
+// and 32 rows 0.83x on 1 (more streams than the prefetchers follow); the eight
+// rows of a pass taken from the eight eighths of [p0, p1), so that each
+// stream runs on through memory as the read probe's do, 0.97-1.01x.
 // With kPrefetch, each of the eight rows is prefetched kGemvPrefetchFloats
 // ahead of its loads: the hardware prefetchers restart on every row of B.
 // 1 x 4096 x 4096 on Zen 5, against cblas_sgemv in the same process:
