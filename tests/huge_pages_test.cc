@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "mha/memory.h"
+
 namespace mha_test {
 namespace {
 
@@ -43,11 +45,20 @@ int ThpEligible(const void* p) {
   return -1;
 }
 
-bool TransparentHugePagesEnabled() {
+// The transparent huge pages mode in force: "always", "madvise", "never",
+// or "" if the kernel does not say.
+std::string TransparentHugePagesMode() {
   std::ifstream file("/sys/kernel/mm/transparent_hugepage/enabled");
   std::string modes;
   std::getline(file, modes);
-  return !modes.empty() && modes.find("[never]") == std::string::npos;
+  const std::size_t open = modes.find('['), close = modes.find(']');
+  if (open == std::string::npos || close < open) return "";
+  return modes.substr(open + 1, close - open - 1);
+}
+
+bool TransparentHugePagesEnabled() {
+  const std::string mode = TransparentHugePagesMode();
+  return !mode.empty() && mode != "never";
 }
 #endif
 
@@ -72,6 +83,29 @@ TEST(HugePages, LargeRunsStartOnAHugePageAndMayUseThem) {
 #if defined(__linux__) && defined(__x86_64__)
   // (Not under qemu-user, whose smaps are the emulator's own.)
   if (TransparentHugePagesEnabled()) EXPECT_EQ(ThpEligible(b.get()), 1);
+#endif
+}
+
+TEST(HugePages, AdviceCanBeTurnedOffForLaterBuffers) {
+  // 64 MiB, above glibc's largest mmap threshold: fresh mappings, never
+  // heap memory that an earlier buffer's advice left marked.
+  constexpr std::size_t kBytes = 64 * kMiB;
+  ASSERT_TRUE(mha::huge_pages());  // the default
+  const Buffer advised(mha::detail::AllocateHugePages(kBytes));
+  mha::set_huge_pages(false);
+  EXPECT_FALSE(mha::huge_pages());
+  const Buffer plain(mha::detail::AllocateHugePages(kBytes));
+  mha::set_huge_pages(true);
+  EXPECT_TRUE(mha::huge_pages());
+  ASSERT_NE(plain.get(), nullptr);
+  EXPECT_EQ(Address(plain) % 64, 0u);
+  std::memset(plain.get(), 0x5a, kBytes);
+#if defined(__linux__) && defined(__x86_64__)
+  // Only "madvise" tells the two apart: "always" backs both, "never" none.
+  if (TransparentHugePagesMode() == "madvise") {
+    EXPECT_EQ(ThpEligible(advised.get()), 1);
+    EXPECT_EQ(ThpEligible(plain.get()), 0);
+  }
 #endif
 }
 

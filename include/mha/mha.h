@@ -7,6 +7,7 @@
 #include "mha/attention.h"
 #include "mha/gemm.h"
 #include "mha/layer.h"
+#include "mha/memory.h"
 #include "mha/precision.h"
 #include "mha/softmax.h"
 #include "mha/targets.h"

@@ -5,18 +5,35 @@
 // pages, against the same on 4 KiB pages, one process alternating the two
 // (medians of 31-41 steps, caches evicted): 8 KV heads 1.12x as fast on 1
 // thread, 1.08x on 2; 32 KV heads 1.04-1.06x on 1, 1.09x on 2. A plain read
-// loop ran 1.15-1.23x as fast there on huge pages.
+// loop ran 1.15-1.23x as fast there on huge pages. Not on every host: on a
+// Zen 5 VM (no caches in sysfs, L3 reported as 508 MiB) the same read loop
+// (4 streams over 256 MiB) ran 0.91-0.97x as fast on huge pages, in three
+// processes, and the decode step 0.82-0.87x with 8 KV heads (weights on huge
+// pages against small, the cache on either), 0.91-1.02x with 32; its S4
+// and S5 forward (compute-bound) 0.97-1.02x. Hence mha::set_huge_pages
+// (mha/memory.h), for the hosts where the advice loses.
 #include "mha/detail/huge_pages.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <fstream>
 #include <new>
+
+#include "mha/memory.h"
 
 #if defined(__linux__)
 #include <sys/mman.h>
 #endif
 
-namespace mha::detail {
+namespace mha {
+namespace {
+std::atomic<bool> g_advise_huge_pages{true};
+}  // namespace
+
+void set_huge_pages(bool advise) { g_advise_huge_pages.store(advise); }
+bool huge_pages() { return g_advise_huge_pages.load(); }
+
+namespace detail {
 namespace {
 
 // The size of the transparent huge pages the kernel reports, 2 MiB if it
@@ -51,11 +68,12 @@ void* AllocateHugePages(std::size_t bytes) {
 #if defined(__linux__) && defined(MADV_HUGEPAGE)
   // Before the first touch, so the page faults map huge pages. Advice only:
   // where the kernel refuses (transparent huge pages "never"), small pages.
-  if (alignment == huge) madvise(p, size, MADV_HUGEPAGE);
+  if (alignment == huge && huge_pages()) madvise(p, size, MADV_HUGEPAGE);
 #endif
   return p;
 }
 
 void FreeHugePages(void* p) noexcept { std::free(p); }
 
-}  // namespace mha::detail
+}  // namespace detail
+}  // namespace mha

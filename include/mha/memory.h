@@ -1,0 +1,23 @@
+// Where mha's large, long-lived buffers live: the packed weights of a layer,
+// KV caches and the pooled scratch of its calls. By default they are advised
+// onto transparent huge pages (Linux madvise, where the system allows it),
+// which on most hosts reads them from DRAM faster: a decode step on a Zen 4
+// VM ran 1.04-1.12x as fast. Some virtual machines back huge pages more
+// slowly than small ones (on one Zen 5 VM a plain read loop ran 0.91-0.97x
+// as fast on them and a decode step 0.82-1.02x): measure yours, and turn the
+// advice off there.
+#ifndef MHA_MEMORY_H_
+#define MHA_MEMORY_H_
+
+namespace mha {
+
+// Whether buffers allocated from now on are advised onto huge pages (true
+// until set otherwise). Buffers already allocated keep their pages: call it
+// before constructing layers and caches. Process-wide; safe to call from any
+// thread.
+void set_huge_pages(bool advise);
+bool huge_pages();
+
+}  // namespace mha
+
+#endif  // MHA_MEMORY_H_
