@@ -7,9 +7,9 @@
 // thread, 1.08x on 2; 32 KV heads 1.04-1.06x on 1, 1.09x on 2. A plain read
 // loop ran 1.15-1.23x as fast there on huge pages. Not on every host: on a
 // Zen 5 VM (no caches in sysfs, L3 reported as 508 MiB) the same read loop
-// (4 streams over 256 MiB) ran 0.91-0.97x as fast on huge pages, in three
+// (4 streams over 256 MiB) ran 0.86-0.97x as fast on huge pages, in six
 // processes, and the decode step 0.82-0.87x with 8 KV heads (weights on huge
-// pages against small, the cache on either), 0.91-1.02x with 32; its S4
+// pages against small, the cache on either), 0.78-1.02x with 32; its S4
 // and S5 forward (compute-bound) 0.97-1.02x. Hence mha::set_huge_pages
 // (mha/memory.h), for the hosts where the advice loses.
 #include "mha/detail/huge_pages.h"
