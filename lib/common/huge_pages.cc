@@ -9,9 +9,11 @@
 // Zen 5 VM (no caches in sysfs, L3 reported as 508 MiB) the same read loop
 // (4 streams over 256 MiB) ran 0.86-0.97x as fast on huge pages, in six
 // processes, and the decode step 0.82-0.87x with 8 KV heads (weights on huge
-// pages against small, the cache on either), 0.78-1.02x with 32; its S4
-// and S5 forward (compute-bound) 0.97-1.02x. Hence mha::set_huge_pages
-// (mha/memory.h), for the hosts where the advice loses.
+// pages against small, the cache on either), 0.78-1.02x with 32, for half an
+// hour; then the loop 1.00-1.29x and the step 1.03-1.05x with 8 KV heads,
+// 0.95-0.98x with 32. Its S4 and S5 forward (compute-bound) 0.97-1.02x.
+// Hence mha::set_huge_pages (mha/memory.h), for hosts and times where the
+// advice loses.
 #include "mha/detail/huge_pages.h"
 
 #include <atomic>
