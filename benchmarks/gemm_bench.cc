@@ -19,8 +19,9 @@ void GemmShapes(benchmark::internal::Benchmark* b) {
   const std::vector<std::vector<int>> shapes = {
       {64, 64, 64, 0},     {128, 128, 128, 0},    {256, 256, 256, 0},
       {512, 512, 512, 0},  {1024, 1024, 1024, 0}, {2048, 2048, 2048, 0},
-      {20, 512, 512, 0},   // the seed's projection: 2 x 10 tokens
-      {128, 512, 512, 0},  // a short prompt's projection
+      {20, 512, 512, 0},    // the seed's projection: 2 x 10 tokens
+      {128, 512, 512, 0},   // a short prompt's projection
+      {64, 4096, 4096, 0},  // a short prompt's, d_model 4096 (B from DRAM)
       {1024, 768, 768, 0}, {2048, 1024, 1024, 0}, {4096, 512, 512, 0},
       {1, 4096, 4096, 0},   // the decode projection (GEMV), from DRAM
       {1, 4096, 4096, 1},   // the same, weights stored [out, in] (nn.Linear)

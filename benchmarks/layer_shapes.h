@@ -36,8 +36,8 @@ struct LayerShape {
   }
 };
 
-// S1-S5 with separate inputs and as self-attention, and S6, on each thread
-// count.
+// S1-S5 with separate inputs and as self-attention, S6, and a short prompt
+// through S6's layer (self-attention), on each thread count.
 inline void ForwardShapes(benchmark::internal::Benchmark* b) {
   b->ArgNames({"b", "q", "kv", "d", "h", "kvh", "self", "t"});
   const std::vector<std::vector<int64_t>> shapes = {
@@ -59,6 +59,11 @@ inline void ForwardShapes(benchmark::internal::Benchmark* b) {
   }
   for (int threads : ThreadCounts()) {  // S6: one query over 2048 keys
     b->Args({1, 1, 2048, 4096, 32, 32, 0, threads});
+  }
+  // A short prompt (64 tokens) through S6's layer: weights from DRAM, few
+  // rows to use each of them.
+  for (int threads : ThreadCounts()) {
+    b->Args({1, 64, 64, 4096, 32, 32, 1, threads});
   }
 }
 

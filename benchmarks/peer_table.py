@@ -40,20 +40,22 @@ PEERS = ("OpenBLAS", "OneDNN", "PyTorch")
 VARIANTS = ("BF16", "F16")
 KINDS = {"BM_DecodeStep": "decode step", "BM_Forward": "forward",
          "BM_AttentionFused": "attention core"}
-GEMM = r"BM_Sgemm(OpenBLAS|OneDNN)?/m:(20/n:512|128/n:512|1024/n:768|1024/n:1024|2048/n:2048/k:2048" \
+GEMM = r"BM_Sgemm(OpenBLAS|OneDNN)?/m:(20/n:512|128/n:512|64/n:4096|1024/n:768|1024/n:1024|2048/n:2048/k:2048" \
        r"|2048/n:1024|4096/n:512|1/n:4096/k:4096|2048/n:2048/k:64|2048/n:64)/"
 LAYER = r"BM_Forward(OpenBLAS|OneDNN|PyTorch|BF16|F16)?/|BM_DecodeStep(OpenBLAS|BF16|F16)?/"
 CORE = r"BM_Attention(Fused|FusedBF16|FusedF16|ComposedOpenBLAS|ComposedOneDNN|ComposedPyTorch)/b:1/h:(8|32)" \
        r"/kvh:(8|32)/q:(4096|1)/kv:(4096|2048)/d:(64|128)/causal:0/"
 BIAS = r"BM_AttentionBias(Fused|ComposedOpenBLAS|ComposedOneDNN)/"
 PEAKS = r"BM_FmaPeak|BM_MemoryRead"
-# The layer shapes of the performance issue: S1 is the seed's example.
+# The layer shapes of the performance issue (S1 is the seed's example), and
+# P64, a 64-token prompt through S6's layer.
 LAYER_NAMES = {
     f"b={b} q={q} kv={kv} d={d} h={h} kvh={h} self={self}":
         f"{label} B{b} Lq{q} Lkv{kv} d{d} h{h}{', self' if self else ''}"
     for label, b, q, kv, d, h in (("S1", 2, 10, 10, 512, 8), ("S2", 1, 128, 128, 512, 8),
                                   ("S3", 8, 128, 128, 768, 12), ("S4", 1, 2048, 2048, 1024, 16),
-                                  ("S5", 1, 4096, 4096, 512, 8), ("S6", 1, 1, 2048, 4096, 32))
+                                  ("S5", 1, 4096, 4096, 512, 8), ("S6", 1, 1, 2048, 4096, 32),
+                                  ("P64", 1, 64, 64, 4096, 32))
     for self in (0, 1)}
 
 

@@ -351,6 +351,20 @@ TEST_P(GemmTest, PrePackedB) {
   }
   Check(7, 3 * nr + 1, 2 * p.kc + 1, false, false, 1.0f, 1.0f, 3,
         Route::kPrePackedB);
+  // Few rows (more than the matrix-vector path's 4) through weights one
+  // slice of the sliver sweep deep (slivers) and a step deeper (pairs of
+  // panels on targets with the 6 x 4 tile): whole wide tiles and ragged
+  // pieces (5 = 4 + 1, 11 = 6 + 4 + 1, 20 = 3 x 6 + 2), on each grid.
+  for (std::size_t m : {5, 6, 11, 20}) {
+    for (std::size_t k : {p.kc, p.kc + 1}) {
+      for (int threads : {1, 2}) {
+        InArena(threads, [&] {
+          Check(m, 5 * nr - 3, k, false, false, 1.0f, m % 2 ? 0.5f : 0.0f, 3,
+                Route::kPrePackedB);
+        });
+      }
+    }
+  }
 }
 
 // The same routes writing C in blocks of columns (the layer's head-major

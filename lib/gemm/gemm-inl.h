@@ -288,24 +288,37 @@ inline void CopyA(const detail::GemmArgs& g, std::size_t p0, std::size_t kc,
 
 // Whether a product's rows are swept by pairs of panels: on targets with a
 // 6 x 4 wide tile, B wider than kNarrowPanels panels (narrow B keeps its
-// slivers: they serve few panels), enough rows to pay for packing B's block
-// (kPackBReuse slivers), which this sweep cannot read in place, and either
-// k deeper than one slice of the sliver sweep, where the deeper slices of
-// this one save passes over C, or B pre-packed (the layer's weights, which
-// neither sweep packs). Where both take one slice and B is packed by the
-// product, slivers are as fast or faster: Zen 5, 1 thread, by pairs against
-// by slivers, 1024 x 768 x 768 1.00x, 4096 x 1536 x 512 1.00x, 2048 x 2048 x
-// 64 (Q K^T) 0.93x. With pre-packed B, forward, two runs of interleaved
-// medians, 1 thread / 2 threads: S3 (1024 x 768 x 768 projections) 1.01-1.03x
-// / 1.01-1.02x, as self-attention 1.00x / 0.99-1.02x; S5 (4096 x 512 x 512)
-// 0.99-1.01x / 1.02x.
+// slivers: they serve few panels), and either
+// - enough rows to pay for packing B's block (kPackBReuse slivers), which
+//   this sweep cannot read in place, and k deeper than one slice of the
+//   sliver sweep, where the deeper slices of this one save passes over C,
+//   or B pre-packed (the layer's weights, which neither sweep packs). Where
+//   both take one slice and B is packed by the product, slivers are as fast
+//   or faster: Zen 5, 1 thread, by pairs against by slivers, 1024 x 768 x
+//   768 1.00x, 4096 x 1536 x 512 1.00x, 2048 x 2048 x 64 (Q K^T) 0.93x.
+//   With pre-packed B, forward, two runs of interleaved medians, 1 thread /
+//   2 threads: S3 (1024 x 768 x 768 projections) 1.01-1.03x / 1.01-1.02x,
+//   as self-attention 1.00x / 0.99-1.02x; S5 (4096 x 512 x 512) 0.99-1.01x
+//   / 1.02x.
+// - or, at any number of rows, B pre-packed and k deeper than one slice of
+//   the sliver sweep: a short prompt through large weights (d_model 1024
+//   and up), which stream from L3 or DRAM. Zen 5, self-attention forward,
+//   one process alternating the sweeps, 1 thread / 2 threads: d 4096, L 6
+//   1.33x / 1.37x, L 16 1.36x / 1.30x, L 64 1.17x / 1.14x (separate inputs
+//   1.14x / 1.11x), L 128 1.09x / 1.11x; d 2048, L 20 1.29x / 1.42x, L 64
+//   1.15x / 1.17x; d 1024, L 64 1.19x / 1.18x. At one slice for both sweeps
+//   (k 768 or less on Zen 5) it did not pay: d 512, L 20 0.97x / 0.99x,
+//   L 64 1.00x / 1.01x; d 768, L 20 0.96x / 1.06x. B packed by the product
+//   keeps the bound on rows: packing it for few rows lost (16 x 4096 x 4096
+//   0.87x) or barely paid (64 rows 1.02x / 1.04x).
 constexpr bool kHasPairSweep = kWideTileIs6x4;
 constexpr std::size_t kSweepPairsMinRows = kPackBReuse * kTileRows;
 
 inline bool SweepsPanelPairs(const detail::GemmArgs& g) {
-  return kHasPairSweep && g.m >= kSweepPairsMinRows &&
-         g.n > kNarrowPanels * TileCols() &&
-         (g.k > Blocking().kc || g.packed_b != nullptr);
+  if (!kHasPairSweep || g.n <= kNarrowPanels * TileCols()) return false;
+  const bool deep = g.k > Blocking().kc;
+  if (g.packed_b != nullptr) return deep || g.m >= kSweepPairsMinRows;
+  return deep && g.m >= kSweepPairsMinRows;
 }
 
 // Whether the product's tasks are chunks of rows, each running all the
