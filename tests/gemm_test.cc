@@ -270,6 +270,24 @@ TEST_P(GemmTest, WideTiles) {
         Route::kWideTiles);
 }
 
+// B's rows 1024 floats apart (4 KiB, a multiple of the critical stride of
+// every L1 of 4 KiB per way or less), where all of them fall into one set:
+// packed from fewer slivers than elsewhere. Just below that many slivers (in
+// place) and at it (packed), ragged rows and panels, one slice and several.
+TEST_P(GemmTest, BRowsInOneL1Set) {
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  const std::size_t n = 5 * p.tile_cols + 3, pad = 1024 - n;
+  for (std::size_t slivers : {5, 6}) {
+    for (std::size_t k : {p.kc - 1, 2 * p.kc + 1}) {
+      for (int threads : {1, 2}) {
+        InArena(threads, [&] {
+          Check(slivers * p.tile_rows - 1, n, k, false, false, 1.0f, 0.5f, pad);
+        });
+      }
+    }
+  }
+}
+
 // Rows swept by pairs of packed B panels (targets with the 6 x 4 tile; the
 // others sweep slivers, which EveryBlockingBoundary covers, and skip this:
 // its shapes, sized by the caches, took 25 s per target under a 2 MiB L2):

@@ -81,6 +81,15 @@ inline bool SliverRowsThrashL1(std::size_t lda, std::size_t rows) {
   return false;
 }
 
+// Whether rows `stride` floats apart all fall into one set of L1: the stride
+// is a multiple of the critical stride.
+inline bool RowsShareOneL1Set(std::size_t stride) {
+  const detail::CacheSizes& caches = detail::MachineCaches();
+  const std::size_t critical =
+      std::max<std::size_t>(1, caches.l1d / caches.l1d_ways);
+  return stride * sizeof(float) % critical == 0;
+}
+
 inline const GemmBlocking& Blocking() {
   static const GemmBlocking blocking = MachineBlocking();
   return blocking;

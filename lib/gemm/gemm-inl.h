@@ -53,6 +53,23 @@ constexpr double kGemmParallelWork = 1 << 18;
 // when B was read in place below that).
 constexpr std::size_t kPackBReuse = 16;
 
+// Where B's rows all fall into one set of L1 (RowsShareOneL1Set: d_model
+// 1024, 2048 or 4096 make such strides), packing pays from 6 slivers: read
+// in place, all of a panel's rows compete for that set's ways with the A
+// sliver's lines there. Zen 5, one process alternating, 1 thread / 2
+// threads, two runs: 64 x 4096 x 4096 1.04x / 1.06x and 1.06x / 1.09x, 128 x
+// 4096 x 4096 1.11x / 1.08x and 1.09x / 1.12x, 64 x 2048 x 2048 1.03x / 1.02x
+// and 1.08x / 1.09x, 64 x 1024 x 4096 1.08x / 1.06x and 1.08x / 1.15x;
+// 128 x 1024 x 1024 1.06x / 1.02x. Packed, 48 rows (4 slivers) lost 2-19%,
+// and 64 x 1000 x 1000 and 64 x 2000 x 2000, whose rows spread over L1's
+// sets, 1-8%.
+constexpr std::size_t kPackBReuseOneSet = 6;
+
+// The A slivers that make packing B's block pay.
+inline std::size_t PackBReuse(const detail::GemmArgs& g) {
+  return RowsShareOneL1Set(g.ldb) ? kPackBReuseOneSet : kPackBReuse;
+}
+
 // How one task reaches B's current kc x nc block: panel j at
 // first + j * panel_stride, step p at + p * step_stride; elements of type T
 // (fp32, or 16-bit for pre-packed weights).
@@ -91,7 +108,7 @@ inline BPanels<float> PrepareB(const detail::GemmArgs& g, Sweep sweep,
   const std::size_t p_stride = g.trans_b ? 1 : g.ldb;
   const float* block = g.b + p0 * p_stride + j0 * j_stride;
   const bool in_place = sweep == Sweep::kWideSlivers ||
-                        (sweep == Sweep::kSlivers && slivers < kPackBReuse);
+                        (sweep == Sweep::kSlivers && slivers < PackBReuse(g));
   if (!g.trans_b && in_place && nc % nr == 0) {
     return {block, nr, g.ldb};
   }
