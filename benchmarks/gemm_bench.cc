@@ -22,6 +22,8 @@ void GemmShapes(benchmark::internal::Benchmark* b) {
       {20, 512, 512, 0},    // the seed's projection: 2 x 10 tokens
       {128, 512, 512, 0},   // a short prompt's projection
       {64, 4096, 4096, 0},  // a short prompt's, d_model 4096 (B from DRAM)
+      {16, 4096, 4096, 0}, {96, 4096, 4096, 0},  // fewer and more tokens
+      {64, 1024, 1024, 0},  // a short prompt's, d_model 1024 (B from L3)
       {1024, 768, 768, 0}, {2048, 1024, 1024, 0}, {4096, 512, 512, 0},
       {1, 4096, 4096, 0},   // the decode projection (GEMV), from DRAM
       {1, 4096, 4096, 1},   // the same, weights stored [out, in] (nn.Linear)
