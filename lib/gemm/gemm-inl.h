@@ -60,9 +60,9 @@ constexpr std::size_t kPackBReuse = 16;
 // threads, two runs: 64 x 4096 x 4096 1.04x / 1.06x and 1.06x / 1.09x, 128 x
 // 4096 x 4096 1.11x / 1.08x and 1.09x / 1.12x, 64 x 2048 x 2048 1.03x / 1.02x
 // and 1.08x / 1.09x, 64 x 1024 x 4096 1.08x / 1.06x and 1.08x / 1.15x;
-// 128 x 1024 x 1024 1.06x / 1.02x. Packed, 48 rows (4 slivers) lost 2-19%,
-// and 64 x 1000 x 1000 and 64 x 2000 x 2000, whose rows spread over L1's
-// sets, 1-8%.
+// 128 x 1024 x 1024 1.06x / 1.02x. Packed, 48 rows (4 slivers) ran
+// 0.81-1.04x, and 64 x 1000 x 1000 and 64 x 2000 x 2000, whose rows spread
+// over L1's sets, 0.92-0.99x.
 constexpr std::size_t kPackBReuseOneSet = 6;
 
 // The A slivers that make packing B's block pay.
