@@ -10,11 +10,10 @@
 
 namespace mha::detail {
 
-// How far ahead to ask for a stream read in order (a panel of packed
-// weights, a head's K rows): about what one stream must have in flight to
-// read at DRAM speed, latency x bandwidth (~100 ns x 40 GB/s). Farther, the
-// lines risk leaving L1 before use; nearer, they come late (see the callers
-// for the measurements).
+// How far ahead to ask for a stream read in order (a head's K rows): about
+// what one stream must have in flight to read at DRAM speed, latency x
+// bandwidth (~100 ns x 40 GB/s). Farther, the lines risk leaving L1 before
+// use; nearer, they come late (see the caller for the measurements).
 constexpr std::size_t kStreamLeadBytes = 4096;
 
 // Where a prefetch puts the lines it asks for.
@@ -33,9 +32,7 @@ enum class CacheLevel {
 // cycled through 256 MiB so that they come from DRAM; medians of 21): into L2
 // 1.28x and 1.23x as fast as into L1 on one thread in two runs (19.1 against
 // 15.5 GB/s), 1.22x on two; over 32 KV heads (2048 keys) 1.03-1.17x; from L3
-// (256 and 128 keys) 1.04x and 1.83x. The layer's decode step at d4096, mostly
-// the GEMV of pre-packed weights (lib/gemm/gemv-inl.h), ran 0.98-1.00x as fast
-// with its panels asked into L2, so those stay L1. On Zen 5 (12-way L1d) the
+// (256 and 128 keys) 1.04x and 1.83x. On Zen 5 (12-way L1d) the
 // hint does not matter: the decode step with the core's rows asked into L1,
 // against L2, 0.98-1.01x as fast (8 and 32 KV heads, 1 and 2 threads, two
 // runs) but for one cell at 1.04x.

@@ -37,7 +37,8 @@ detail::GemmShapeParams GemmShapeParamsOfTarget() {
           MaxSliceDepth(2 * TileCols(), false),
           kHasPairSweep ? kSweepPairsMinRows : 0,
           SweepDepth(),
-          SweepRows(SweepDepth())};
+          SweepRows(SweepDepth()),
+          kPackedGemvRows};
 }
 
 }  // namespace HWY_NAMESPACE

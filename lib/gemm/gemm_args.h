@@ -71,6 +71,8 @@ struct GemmShapeParams {
   // The panel-pair sweep: from how many rows (0: not on this target), its
   // slice depth and its chunk of rows.
   std::size_t pair_sweep_min_rows, pair_sweep_kc, pair_sweep_rows;
+  // The most rows the matrix-vector path takes with B pre-packed.
+  std::size_t packed_gemv_rows;
 };
 GemmShapeParams GemmShapeParamsForTest();
 

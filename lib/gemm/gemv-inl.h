@@ -1,10 +1,11 @@
-// Products with at most kGemvRows rows of C (decoding: one token per
-// sequence), which are bound by reading B once: B is streamed in memory
-// order. Tasks own column ranges of C, cut from the shape only, and every
-// sum runs in order of k, so results do not depend on the thread count.
+// Products with at most kGemvRows rows of C (kPackedGemvRows with B
+// pre-packed; decoding: one token per sequence), which are bound by reading
+// B once: B is streamed in memory order. Tasks own column ranges of C, cut
+// from the shape only, and every sum runs in order of k, so results do not
+// depend on the thread count.
 //   Pre-packed B (the layer's weights): a task reads whole panels, each one
-//     contiguous run of k x TileCols() values, two side by side, with the
-//     sums in registers.
+//     contiguous run of k x TileCols() values, two side by side, past the
+//     micro-kernel's register tile of all rows of C.
 //   B in place (row-major): a task sweeps every row of B across its column
 //     chunk, with the chunk's sums in an L1-resident buffer.
 //   B transposed in place (C = A B^T, B's rows contiguous along k): a task
@@ -29,9 +30,9 @@
 #include "lib/common/parallel.h"
 #include "lib/common/prefetch.h"
 #include "lib/common/storage.h"
-#include "lib/common/wide_load-inl.h"
 #include "lib/gemm/epilogue-inl.h"
 #include "lib/gemm/gemm_args.h"
+#include "lib/gemm/microkernel-inl.h"
 #include "lib/gemm/tile_shape-inl.h"
 
 HWY_BEFORE_NAMESPACE();
@@ -40,6 +41,9 @@ namespace HWY_NAMESPACE {
 namespace hn = hwy::HWY_NAMESPACE;
 
 constexpr std::size_t kGemvRows = 4;
+// Pre-packed B streams past all rows at once (GemvPacked): up to the wide
+// tile's rows, and at least kGemvRows.
+constexpr std::size_t kPackedGemvRows = std::max(kGemvRows, kWideTileRows);
 constexpr std::size_t kGemvPrefetchFloats = 384;
 // Rows of B in place that GemvRows multiplies in one pass over the sums.
 constexpr std::size_t kGemvRowsPerPass = 8;
@@ -48,7 +52,7 @@ template <std::size_t kValue>
 using Constant = std::integral_constant<std::size_t, kValue>;
 
 inline bool SuitsGemv(const detail::GemmArgs& g) {
-  return g.m <= kGemvRows && g.k > 0;
+  return g.m <= (g.packed_b ? kPackedGemvRows : kGemvRows) && g.k > 0;
 }
 
 // op(A) by strides, A(i, p) at a[i * row + p * step]: whether A is
@@ -62,81 +66,6 @@ struct StridedA {
   const float* a;
   std::size_t row, step;
 };
-
-// One step of a pre-packed panel (its TileCols() values, two vectors) times
-// a0 into sum0 and sum1.
-template <class BElement>
-HWY_INLINE void GemvStep(FloatTag d, const BElement* step, FloatVec a0,
-                         FloatVec& sum0, FloatVec& sum1) {
-  sum0 = hn::MulAdd(a0, LoadWide(d, step), sum0);
-  sum1 = hn::MulAdd(a0, LoadWide(d, step + hn::Lanes(d)), sum1);
-}
-
-// Rows of C against kPanels (1 or 2) adjacent pre-packed panels, columns
-// [j0, j0 + kPanels * TileCols()): each panel's k steps stream past two
-// pairs of sums per row of C.
-//
-// Two panels are read side by side because one core then reads two streams:
-// with one, 16-bit panels (one 64-byte line per step on AVX-512) streamed
-// at 33-40 GB/s against 43-48 for fp32 on Zen 5; with two, at 42-49, as
-// fast as fp32 (whose rate two streams leave unchanged). Measured with a
-// standalone copy of this loop, 1x4096x10240, interleaved medians.
-//
-// Each panel is prefetched kStreamLeadBytes ahead. A decode step's weights
-// alone (d4096 h32, 15 cached tokens) on Zen 5, in one process against a
-// 4-stream read loop, without and with: fp32 0.80-0.82 and 1.08-1.13 of the
-// loop's rate on 1 thread, 0.92-0.98 and 1.03-1.16 on 2; BF16 0.83-0.91 and
-// 0.87-1.02 on 1, 0.79-0.94 and 1.04-1.05 on 2. Leads of 1 to 8 KiB
-// differed by up to 15%, 2-4 KiB best. In runs where the hardware
-// prefetchers alone kept up, the prefetches moved the rate by 0.95-1.03x.
-template <std::size_t kRows, std::size_t kPanels, class BElement>
-HWY_INLINE void GemvPanels(const detail::GemmArgs& g, const BElement* panel,
-                           std::size_t j0, const GemmEpilogue& epilogue) {
-  static_assert(kPanels == 1 || kPanels == 2, "one or two streams");
-  const FloatTag d;
-  const std::size_t nr = TileCols(), k = g.k;
-  const BElement* next = panel + k * nr;  // the second panel, if any
-  const std::size_t lead = detail::kStreamLeadBytes / sizeof(BElement);
-  const std::size_t step_pair_bytes = 2 * nr * sizeof(BElement);
-  const StridedA op_a(g);
-  const TileStore<> store(epilogue, g.c, g.ldc, j0, std::min(nr, g.n - j0));
-  const TileStore<> next_store(epilogue, g.c, g.ldc, j0 + nr,
-                               kPanels == 2 ? std::min(nr, g.n - j0 - nr) : 0);
-  for (std::size_t i = 0; i < kRows; ++i) {
-    FloatVec even0 = hn::Zero(d), even1 = even0, odd0 = even0, odd1 = even0;
-    [[maybe_unused]] FloatVec next_even0 = even0, next_even1 = even0,
-                              next_odd0 = even0, next_odd1 = even0;
-    // Step p into the even sums, p + 1 into the odd ones: independent
-    // chains hide the FMA latency.
-    std::size_t p = 0;
-    for (; p + 2 <= k; p += 2) {
-      detail::PrefetchBytes(panel + p * nr + lead, step_pair_bytes);
-      if constexpr (kPanels == 2) {
-        detail::PrefetchBytes(next + p * nr + lead, step_pair_bytes);
-      }
-      const FloatVec a0 = hn::Set(d, op_a(i, p));
-      const FloatVec a1 = hn::Set(d, op_a(i, p + 1));
-      GemvStep(d, panel + p * nr, a0, even0, even1);
-      GemvStep(d, panel + (p + 1) * nr, a1, odd0, odd1);
-      if constexpr (kPanels == 2) {
-        GemvStep(d, next + p * nr, a0, next_even0, next_even1);
-        GemvStep(d, next + (p + 1) * nr, a1, next_odd0, next_odd1);
-      }
-    }
-    if (p < k) {
-      const FloatVec a0 = hn::Set(d, op_a(i, p));
-      GemvStep(d, panel + p * nr, a0, even0, even1);
-      if constexpr (kPanels == 2) {
-        GemvStep(d, next + p * nr, a0, next_even0, next_even1);
-      }
-    }
-    store(i, hn::Add(even0, odd0), hn::Add(even1, odd1));
-    if constexpr (kPanels == 2) {
-      next_store(i, hn::Add(next_even0, next_odd0),
-                 hn::Add(next_even1, next_odd1));
-    }
-  }
-}
 
 // A vector of sums at `sums` += a0 b[0] + ... + a7 b[7 ld], b's eight rows
 // ld floats apart: one chain of multiply-adds over the rows in memory order,
@@ -245,7 +174,37 @@ inline void GemvStore(const detail::GemmArgs& g, std::size_t j0,
             });
 }
 
-// Pre-packed B, its elements of type BElement.
+// f(std::integral_constant<size_t, rows>()) for a count of 1 to kMax rows.
+template <std::size_t kMax, class F>
+HWY_INLINE void WithExactRows(std::size_t rows, F&& f) {
+  if constexpr (kMax > 1) {
+    if (rows < kMax) return WithExactRows<kMax - 1>(rows, f);
+  }
+  f(std::integral_constant<std::size_t, kMax>());
+}
+
+// Pre-packed B (the layer's weights), its elements of type BElement. A task
+// owns whole panels and streams each pair of them once, all of k, past one
+// register tile of all of C's rows, A read in place: the rows of one step
+// share each vector of B loaded, so B is read once from DRAM whatever the
+// number of rows (up to the wide tile's kWideTileRows; more rows, up to
+// kPackedGemvRows, go in pieces that read each pair again). A batch of
+// decoded tokens through d_model 4096 weights (m x 4096 x 4096, B from
+// DRAM), Zen 5, one process alternating, GB/s of B (a 4-stream read loop's
+// in the same run): this against the loop per row of C that it replaced,
+// which read the pair again for every row, 1 thread / 2 threads: m 1 30.0
+// against 29.9 (26.8) / 64.4 against 62.5 (57.2); m 2 29.0 against 25.2
+// (33.3) / 55.9 against 46.7 (62.6); m 4 29.3 against 16.4 (33.5) / 57.5
+// against 31.0 (64.3); and against the blocked product it takes from those
+// at 5 and 6 rows, m 6 28.6 against 26.0 (32.3) / 56.2 against 52.3
+// (54.4). The layer's decode step for a batch of sequences (d_model 4096,
+// 32 heads, 15 cached tokens), two builds alternating, 1 thread / 2
+// threads: batch 2 1.21-1.45x / 1.26-1.42x, batch 4 1.82-2.01x / 1.90x,
+// batch 6 0.94-1.09x / 0.96-1.09x. Not kept: the panels prefetched 4 KiB
+// ahead (the replaced loop's did, gaining 1.08-1.13x in some runs of an
+// earlier VM): 0.94-1.03x here; 7 to 12 rows by a tile one panel wide
+// (kTileRows x 1 panel, one stream, no piece reading B again): 0.70-0.80x
+// of the blocked product.
 template <class BElement>
 void GemvPacked(const detail::GemmArgs& g) {
   const std::size_t nr = TileCols(), panels = (g.n + nr - 1) / nr;
@@ -254,20 +213,34 @@ void GemvPacked(const detail::GemmArgs& g) {
   // read two panels at a time.
   constexpr std::size_t kPanelsPerTask = 4;
   const GemmEpilogue epilogue = GemmEpilogue::First(g);
-  const auto rows_of_c = [&](std::size_t j, auto count) {
-    WithRowCount(g.m, [&](auto rows) {
-      GemvPanels<decltype(rows)::value, decltype(count)::value>(
-          g, data + j * g.k * nr, j * nr, epilogue);
-    });
+  // Panels j, ..., j + kPanels - 1, all rows, A as the tile reads it.
+  const auto panel_run = [&](std::size_t j, auto panel_count, const auto& a) {
+    constexpr std::size_t kPanels = decltype(panel_count)::value;
+    const auto tile = [&](auto height, std::size_t first) {
+      MultiplyPanels<decltype(height)::value, kPanels>(
+          g.k, a.Rows(first), data + j * g.k * nr, g.k * nr, nr,
+          StoresOfPanels<kPanels>(epilogue, g.c + first * g.ldc, g.ldc, 0, g.n,
+                                  j));
+    };
+    if (g.m <= kWideTileRows) {
+      WithExactRows<kWideTileRows>(g.m, [&](auto rows) { tile(rows, 0); });
+    } else {
+      ForTilePieces<kWideTileRows>(g.m, tile);
+    }
+  };
+  const auto task = [&](std::size_t t, const auto& a) {
+    const std::size_t end = std::min(panels, (t + 1) * kPanelsPerTask);
+    std::size_t j = t * kPanelsPerTask;
+    for (; j + 2 <= end; j += 2) panel_run(j, Constant<2>(), a);
+    if (j < end) panel_run(j, Constant<1>(), a);
   };
   detail::ForEachTask((panels + kPanelsPerTask - 1) / kPanelsPerTask,
                       double(g.m) * g.n * g.k, [&](std::size_t t) {
-                        const std::size_t end =
-                            std::min(panels, (t + 1) * kPanelsPerTask);
-                        std::size_t j = t * kPanelsPerTask;
-                        for (; j + 2 <= end; j += 2)
-                          rows_of_c(j, Constant<2>());
-                        if (j < end) rows_of_c(j, Constant<1>());
+                        if (g.trans_a) {
+                          task(t, StepsA{g.a, g.lda});
+                        } else {
+                          task(t, RowsA{g.a, g.lda});
+                        }
                       });
 }
 
