@@ -200,8 +200,10 @@ HWY_INLINE void WithExactRows(std::size_t rows, F&& f) {
 // (54.4). The layer's decode step for a batch of sequences (d_model 4096,
 // 32 heads, 15 cached tokens), two builds alternating, 1 thread / 2
 // threads: batch 2 1.21-1.45x / 1.26-1.42x, batch 4 1.82-2.01x / 1.90x,
-// batch 6 0.94-1.09x / 0.96-1.09x. Not kept: the panels prefetched 4 KiB
-// ahead (the replaced loop's did, gaining 1.08-1.13x in some runs of an
+// batch 6 0.94-1.09x / 0.96-1.09x. The AVX2 target on that VM (a 2 x 4
+// wide tile: 3 and 4 rows in two pieces), GEMV against the replaced loop:
+// m 1 1.09-1.14x, m 3 1.13-1.28x, m 4 1.42x. Not kept: the panels prefetched 4
+// KiB ahead (the replaced loop's did, gaining 1.08-1.13x in some runs of an
 // earlier VM): 0.94-1.03x here; 7 to 12 rows by a tile one panel wide
 // (kTileRows x 1 panel, one stream, no piece reading B again): 0.70-0.80x
 // of the blocked product.
