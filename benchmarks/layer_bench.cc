@@ -1,7 +1,8 @@
 // The layer, the API users call: forward at the shapes of issue 8 (S1-S6,
 // with separate inputs and as self-attention) and one decode step of
-// forward_cached over a long cache, on 1 and all threads, against the
-// compositions users build from the peers in the same binary:
+// forward_cached over a long cache (one sequence, or a batch), on 1 and all
+// threads, against the compositions users build from the peers in the same
+// binary:
 //   oneDNN: matmul primitives (weights reordered once, as ours are packed)
 //     around a batched matmul, the softmax primitive and a batched matmul;
 //   OpenBLAS: cblas_sgemm (and, for one token, cblas_sgemv) around
@@ -294,26 +295,41 @@ void DecodeShapes(benchmark::internal::Benchmark* b) {
   }
 }
 
+// One decode step of a batch of sequences (a serving engine's), a token
+// each against its cache of `context` tokens, d4096 h32 with 8 KV heads:
+// 4 rows through the weights (the matrix-vector path) and 8 (the blocked
+// product). args: batch, then DecodeShapes'.
+void BatchedDecodeShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"b", "d", "h", "kvh", "ctx", "t"});
+  for (int batch : {4, 8}) {
+    for (int threads : ThreadCounts()) {
+      b->Args({batch, 4096, 32, 8, 511, threads});
+    }
+  }
+}
+
 struct DecodeShape {
-  std::size_t d, heads, kv_heads, context;
+  std::size_t batch, d, heads, kv_heads, context;
   int threads;
-  explicit DecodeShape(const benchmark::State& s)
-      : d(s.range(0)),
-        heads(s.range(1)),
-        kv_heads(s.range(2)),
-        context(s.range(3)),
-        threads(static_cast<int>(s.range(4))) {}
+  // From DecodeShapes' args, or BatchedDecodeShapes' (batched).
+  DecodeShape(const benchmark::State& s, bool batched)
+      : batch(batched ? s.range(0) : 1),
+        d(s.range(batched + 0)),
+        heads(s.range(batched + 1)),
+        kv_heads(s.range(batched + 2)),
+        context(s.range(batched + 3)),
+        threads(static_cast<int>(s.range(batched + 4))) {}
   std::size_t head_dim() const { return d / heads; }
   std::size_t kv_dim() const { return kv_heads * head_dim(); }
-  // The bytes a step must read: the four weights and the whole cache,
-  // stored in `element_bytes` each.
+  // The bytes a step must read: the four weights and every sequence's
+  // whole cache, stored in `element_bytes` each.
   double Bytes(std::size_t element_bytes = sizeof(float)) const {
-    return double(element_bytes) *
-           (2.0 * d * d + 2.0 * d * kv_dim() + 2.0 * (context + 1) * kv_dim());
+    return double(element_bytes) * (2.0 * d * d + 2.0 * d * kv_dim() +
+                                    2.0 * batch * (context + 1) * kv_dim());
   }
   double Flops() const {
-    return 2.0 * (2.0 * d * d + 2.0 * d * kv_dim()) +
-           4.0 * heads * (context + 1) * head_dim();
+    return batch * (2.0 * (2.0 * d * d + 2.0 * d * kv_dim()) +
+                    4.0 * heads * (context + 1) * head_dim());
   }
 };
 
@@ -328,31 +344,32 @@ const mha::KVCache& PrefilledCache(const mha::MultiHeadAttention& layer,
                                    const DecodeShape& s,
                                    mha::Precision precision) {
   using Key = std::tuple<std::size_t, std::size_t, std::size_t, std::size_t,
-                         mha::Precision>;
+                         std::size_t, mha::Precision>;
   static Key filled_for;
   static std::unique_ptr<mha::KVCache> cache;
-  const Key key{s.d, s.heads, s.kv_heads, s.context, precision};
+  const Key key{s.batch, s.d, s.heads, s.kv_heads, s.context, precision};
   if (cache && filled_for == key) return *cache;
-  cache = std::make_unique<mha::KVCache>(layer.config(), 1, s.context + 1,
+  cache = std::make_unique<mha::KVCache>(layer.config(), s.batch, s.context + 1,
                                          precision);
-  const auto prompt = RandomVector(s.context * s.d, 5);
+  const auto prompt = RandomVector(s.batch * s.context * s.d, 5);
   std::vector<float> out(prompt.size());
   const std::string timed_target = mha::active_target();
   mha::set_target("");
-  layer.forward_cached(prompt.data(), 1, s.context, *cache, out.data());
+  layer.forward_cached(prompt.data(), s.batch, s.context, *cache, out.data());
   mha::set_target(timed_target);
   filled_for = key;
   return *cache;
 }
 
 // One decode step, weights and cache stored in `precision`.
-void DecodeStep(benchmark::State& state, mha::Precision precision) {
-  const DecodeShape s(state);
+void DecodeStep(benchmark::State& state, mha::Precision precision,
+                bool batched = false) {
+  const DecodeShape s(state, batched);
   mha::MultiHeadAttention layer({s.d, s.heads, s.kv_heads, false, precision});
   layer.init_random(1);
   const mha::KVCache& prefilled = PrefilledCache(layer, s, precision);
-  const auto token = RandomVector(s.d, 6);
-  std::vector<float> out(s.d);
+  const auto token = RandomVector(s.batch * s.d, 6);
+  std::vector<float> out(token.size());
   mha::KVCache cache = prefilled;
   WithThreads(s.threads, [&] {
     for (auto _ : state) {
@@ -360,13 +377,16 @@ void DecodeStep(benchmark::State& state, mha::Precision precision) {
       cache = prefilled;  // back to `context` tokens
       EvictCaches();
       state.ResumeTiming();
-      layer.forward_cached(token.data(), 1, 1, cache, out.data());
+      layer.forward_cached(token.data(), s.batch, 1, cache, out.data());
     }
   });
   Report(state, s.Flops(), s.Bytes(mha::bytes_per_element(precision)));
 }
 void BM_DecodeStep(benchmark::State& state) {
   DecodeStep(state, mha::Precision::F32);
+}
+void BM_DecodeBatch(benchmark::State& state) {
+  DecodeStep(state, mha::Precision::F32, true);
 }
 void BM_DecodeStepBF16(benchmark::State& state) {
   DecodeStep(state, mha::Precision::BF16);
@@ -377,34 +397,45 @@ void BM_DecodeStepF16(benchmark::State& state) {
 BENCHMARK(BM_DecodeStep)->Apply(DecodeShapes)->UseRealTime();
 BENCHMARK(BM_DecodeStepBF16)->Apply(DecodeShapes)->UseRealTime();
 BENCHMARK(BM_DecodeStepF16)->Apply(DecodeShapes)->UseRealTime();
+BENCHMARK(BM_DecodeBatch)->Apply(BatchedDecodeShapes)->UseRealTime();
 
 #ifdef MHA_HAVE_OPENBLAS
-// y[n] = x[k] W[k, n] by single-threaded cblas_sgemv on column blocks of W
-// in parallel on oneTBB, each streaming its own columns.
-void ParallelSgemv(std::size_t n, std::size_t k, const float* x, const float* w,
-                   float* y) {
+// y[m, n] = x[m, k] W[k, n] by single-threaded cblas_sgemv (one row) or
+// cblas_sgemm on column blocks of W in parallel on oneTBB, each streaming
+// its own columns; row i of y at y + i * ldy.
+void ParallelProjection(std::size_t m, std::size_t n, std::size_t k,
+                        const float* x, const float* w, float* y,
+                        std::size_t ldy) {
   constexpr std::size_t kCols = 512;
   tbb::parallel_for(
       std::size_t{0}, (n + kCols - 1) / kCols, [&](std::size_t j) {
-        const std::size_t c0 = j * kCols;
-        cblas_sgemv(CblasRowMajor, CblasTrans, k, std::min(kCols, n - c0), 1.0f,
-                    w + c0, n, x, 1, 0.0f, y + c0, 1);
+        const std::size_t c0 = j * kCols, cols = std::min(kCols, n - c0);
+        if (m == 1) {
+          cblas_sgemv(CblasRowMajor, CblasTrans, k, cols, 1.0f, w + c0, n, x, 1,
+                      0.0f, y + c0, 1);
+        } else {
+          cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, cols, k,
+                      1.0f, x, k, w + c0, n, 0.0f, y + c0, ldy);
+        }
       });
 }
 
-// The decode step as OpenBLAS users write it: sgemv projections, the new K
-// and V appended to a [tokens, kv_dim] cache, per head an sgemv for the
-// scores, mha::softmax and an sgemv for the context, an sgemv out.
-void BM_DecodeStepOpenBLAS(benchmark::State& state) {
-  const DecodeShape s(state);
+// The decode step as OpenBLAS users write it: sgemv projections (sgemm for
+// a batch of sequences), the new K and V appended to each sequence's
+// [tokens, kv_dim] cache, per sequence and head an sgemv for the scores,
+// mha::softmax and an sgemv for the context, an sgemv (sgemm) out.
+void DecodeStepOpenBLAS(benchmark::State& state, bool batched) {
+  const DecodeShape s(state, batched);
   const std::size_t d = s.d, kv = s.kv_dim(), hd = s.head_dim();
   const std::size_t group = s.heads / s.kv_heads, n = s.context + 1;
+  const std::size_t batch = s.batch, cache = n * kv;  // floats per sequence
   const auto wq = RandomVector(d * d, 7), wk = RandomVector(d * kv, 8);
   const auto wv = RandomVector(d * kv, 9), wo = RandomVector(d * d, 10);
-  std::vector<float> keys = RandomVector(n * kv, 11);
-  std::vector<float> values = RandomVector(n * kv, 12);
-  const auto token = RandomVector(d, 6);
-  std::vector<float> q(d), scores(s.heads * n), context(d), out(d);
+  std::vector<float> keys = RandomVector(batch * cache, 11);
+  std::vector<float> values = RandomVector(batch * cache, 12);
+  const auto tokens = RandomVector(batch * d, 6);
+  std::vector<float> q(batch * d), scores(batch * s.heads * n);
+  std::vector<float> context(batch * d), out(batch * d);
   const float scale = 1.0f / std::sqrt(static_cast<float>(hd));
   WithThreads(s.threads, [&] {
     SetPeerThreads(1);  // OpenBLAS runs inside oneTBB's tasks, one each
@@ -412,23 +443,26 @@ void BM_DecodeStepOpenBLAS(benchmark::State& state) {
       state.PauseTiming();
       EvictCaches();
       state.ResumeTiming();
-      ParallelSgemv(d, d, token.data(), wq.data(), q.data());
-      ParallelSgemv(kv, d, token.data(), wk.data(),
-                    keys.data() + s.context * kv);
-      ParallelSgemv(kv, d, token.data(), wv.data(),
-                    values.data() + s.context * kv);
-      tbb::parallel_for(std::size_t{0}, s.heads, [&](std::size_t h) {
-        const std::size_t column = h / group * hd;
-        float* sc = scores.data() + h * n;
+      // Each sequence's new K and V straight into its cache's last row.
+      const std::size_t newest = s.context * kv;
+      ParallelProjection(batch, d, d, tokens.data(), wq.data(), q.data(), d);
+      ParallelProjection(batch, kv, d, tokens.data(), wk.data(),
+                         keys.data() + newest, cache);
+      ParallelProjection(batch, kv, d, tokens.data(), wv.data(),
+                         values.data() + newest, cache);
+      tbb::parallel_for(std::size_t{0}, batch * s.heads, [&](std::size_t t) {
+        const std::size_t seq = t / s.heads, h = t % s.heads;
+        const std::size_t column = seq * cache + h / group * hd;
+        float* sc = scores.data() + t * n;
         cblas_sgemv(CblasRowMajor, CblasNoTrans, n, hd, scale,
-                    keys.data() + column, kv, q.data() + h * hd, 1, 0.0f, sc,
-                    1);
+                    keys.data() + column, kv, q.data() + seq * d + h * hd, 1,
+                    0.0f, sc, 1);
         mha::softmax(sc, n, sc, n, 1, n);
         cblas_sgemv(CblasRowMajor, CblasTrans, n, hd, 1.0f,
                     values.data() + column, kv, sc, 1, 0.0f,
-                    context.data() + h * hd, 1);
+                    context.data() + seq * d + h * hd, 1);
       });
-      ParallelSgemv(d, d, context.data(), wo.data(), out.data());
+      ParallelProjection(batch, d, d, context.data(), wo.data(), out.data(), d);
       benchmark::DoNotOptimize(out.data());
     }
   });
@@ -436,7 +470,14 @@ void BM_DecodeStepOpenBLAS(benchmark::State& state) {
          OpenBlasLabel() + " on oneTBB x" + std::to_string(s.threads) +
              " + mha::softmax");
 }
+void BM_DecodeStepOpenBLAS(benchmark::State& state) {
+  DecodeStepOpenBLAS(state, false);
+}
+void BM_DecodeBatchOpenBLAS(benchmark::State& state) {
+  DecodeStepOpenBLAS(state, true);
+}
 BENCHMARK(BM_DecodeStepOpenBLAS)->Apply(DecodeShapes)->UseRealTime();
+BENCHMARK(BM_DecodeBatchOpenBLAS)->Apply(BatchedDecodeShapes)->UseRealTime();
 #endif
 
 }  // namespace

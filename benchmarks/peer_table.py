@@ -17,8 +17,9 @@ Tables, each with every row, wins and losses:
   (FMA, or DRAM read for M = 1), and ours / the best peer.
 - forward (the layer): GFLOP/s, fraction of the FMA peak (the compute floor),
   and the best composition's time / ours (above 1: mha is faster).
-- decode step: GB/s of weights and cache read, fraction of the measured read
-  bandwidth, and the composition's time / ours.
+- decode step (one sequence, and a batch of sequences): GB/s of weights and
+  cache read, fraction of the measured read bandwidth, and the
+  composition's time / ours.
 - attention core: fused mha attention against the composition of each peer's
   matrix products around a softmax; ours / the best; and the same with an
   additive bias (mask.bias), which the compositions add in their first
@@ -42,7 +43,7 @@ KINDS = {"BM_DecodeStep": "decode step", "BM_Forward": "forward",
          "BM_AttentionFused": "attention core"}
 GEMM = r"BM_Sgemm(OpenBLAS|OneDNN)?/m:(20/n:512|128/n:512|(16|64|96)/n:4096|64/n:1024|1024/n:768|1024/n:1024|2048/n:2048/k:2048" \
        r"|2048/n:1024|4096/n:512|1/n:4096/k:4096|2048/n:2048/k:64|2048/n:64)/"
-LAYER = r"BM_Forward(OpenBLAS|OneDNN|PyTorch|BF16|F16)?/|BM_DecodeStep(OpenBLAS|BF16|F16)?/"
+LAYER = r"BM_Forward(OpenBLAS|OneDNN|PyTorch|BF16|F16)?/|BM_Decode(Step|Batch)(OpenBLAS|BF16|F16)?/"
 CORE = r"BM_Attention(Fused|FusedBF16|FusedF16|ComposedOpenBLAS|ComposedOneDNN|ComposedPyTorch)/b:1/h:(8|32)" \
        r"/kvh:(8|32)/q:(4096|1)/kv:(4096|2048)/d:(64|128)/causal:0/"
 BIAS = r"BM_AttentionBias(Fused|ComposedOpenBLAS|ComposedOneDNN)/"
@@ -190,6 +191,10 @@ def main():
                "the standard order's multiply-adds, so only its time compares.")
     comparison(medians, limits, "BM_DecodeStep",
                "decode step: GB/s of weights and cache (% of DRAM read)",
+               lambda shape: ("GB/s", 1), "mha", compositions, "best peer time / mha time")
+    comparison(medians, limits, "BM_DecodeBatch",
+               "decode step of a batch of sequences: GB/s of weights and caches (% of "
+               "DRAM read)",
                lambda shape: ("GB/s", 1), "mha", compositions, "best peer time / mha time")
     comparison(medians, limits, "BM_AttentionFused",
                "attention core: fused mha against matrix products + softmax; GFLOP/s "
