@@ -541,10 +541,7 @@ class PrefillTile {
     const float* panels = values.first;
     std::size_t panel_stride = nr_, step_stride = values.token;
     if (value_panels_) {  // head_dim is not whole panels: pack, zero-padded
-      for (std::size_t c0 = 0; c0 < dim_; c0 += nr_) {
-        PackPanel(value_panels_ + c0 * n, nr_, values.first + c0, 1,
-                  values.token, std::min(nr_, dim_ - c0), n);
-      }
+      PackPanels(value_panels_, nr_, values.first, 1, values.token, dim_, n);
       panels = value_panels_;
       panel_stride = nr_ * n;
       step_stride = nr_;

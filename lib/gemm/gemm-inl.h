@@ -102,7 +102,6 @@ inline BPanels<float> PrepareB(const detail::GemmArgs& g, Sweep sweep,
                                std::size_t j0, std::size_t nc, std::size_t p0,
                                std::size_t kc, std::size_t slivers) {
   const std::size_t nr = TileCols();
-  const std::size_t panels = (nc + nr - 1) / nr;
   if (g.packed_b != nullptr) return PrePackedB<float>(*g.packed_b, j0, p0);
   const std::size_t j_stride = g.trans_b ? g.ldb : 1;
   const std::size_t p_stride = g.trans_b ? 1 : g.ldb;
@@ -114,10 +113,7 @@ inline BPanels<float> PrepareB(const detail::GemmArgs& g, Sweep sweep,
   }
   float* packed =
       detail::ThreadScratch(detail::ScratchSlot::kGemmB, kc * RoundUp(nc, nr));
-  for (std::size_t j = 0; j < panels; ++j) {
-    PackPanel(packed + j * kc * nr, nr, block + j * nr * j_stride, j_stride,
-              p_stride, std::min(nr, nc - j * nr), kc);
-  }
+  PackPanels(packed, nr, block, j_stride, p_stride, nc, kc);
   return {packed, kc * nr, nr};
 }
 

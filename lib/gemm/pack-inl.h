@@ -77,39 +77,67 @@ inline void TransposeRowsIntoPanel(float* HWY_RESTRICT panel, std::size_t width,
   }
 }
 
-// panel[p * width + c] = src[c * c_stride + p * p_stride] for c < valid,
-// zero for valid <= c < width; p < depth. Either a step's columns are
-// contiguous (c_stride == 1) or a column's steps are (p_stride == 1, a
-// transposing copy). Writes nothing past panel[width * depth - 1].
-inline void PackPanel(float* HWY_RESTRICT panel, std::size_t width,
-                      const float* HWY_RESTRICT src, std::size_t c_stride,
-                      std::size_t p_stride, std::size_t valid,
-                      std::size_t depth) {
+// One step of a panel `width` floats wide from `valid` contiguous floats:
+// to[c] = from[c] for c < valid, zero for valid <= c < width.
+inline void CopyStep(float* HWY_RESTRICT to, const float* HWY_RESTRICT from,
+                     std::size_t valid, std::size_t width) {
   namespace hn = hwy::HWY_NAMESPACE;
   const hn::ScalableTag<float> d;
   const std::size_t lanes = hn::Lanes(d);
-  if (c_stride == 1) {  // a step's columns are contiguous: copy vectors
+  std::size_t c = 0;
+  for (; c + lanes <= valid; c += lanes) {
+    hn::StoreU(hn::LoadU(d, from + c), d, to + c);
+  }
+  for (; c < valid; ++c) to[c] = from[c];
+  for (; c < width; ++c) to[c] = 0.0f;
+}
+
+// Panels `width` floats wide and `depth` steps deep from columns [0, cols)
+// of src, element (p, c) at src[c * c_stride + p * p_stride]: panel j at
+// panels + j * depth * width, panel[p * width + c] = element (p, j * width +
+// c), zero past the last column. Either a step's columns are contiguous
+// (c_stride == 1) or a column's steps are (p_stride == 1, a transposing
+// copy). Writes nothing past the last panel's end.
+//
+// Contiguous steps are copied a step at a time across all the panels, so
+// that each row of the source is read once, in order: panel by panel read
+// 128 bytes of each of 688 rows 16 KiB apart (B's block in a 64 x 4096 x
+// 4096 product), a pattern the hardware prefetchers do not follow, and
+// packing took a quarter of the product's time. Zen 5, 1 thread, against
+// panel by panel: 64 x 4096 x 4096 1.08-1.15x, 96 x 4096 x 4096 1.07-1.09x,
+// 64 x 1024 x 1024 1.10-1.14x, 256 x 4096 x 4096 1.05x, 1024^3 to 2048^3
+// 1.00-1.02x. (Prefetching the source 4 to 64 steps ahead changed nothing:
+// the copy stays at about 18 GB/s, against 26 for reading the same rows.)
+inline void PackPanels(float* HWY_RESTRICT panels, std::size_t width,
+                       const float* HWY_RESTRICT src, std::size_t c_stride,
+                       std::size_t p_stride, std::size_t cols,
+                       std::size_t depth) {
+  const std::size_t count = (cols + width - 1) / width;
+  if (c_stride == 1) {
     for (std::size_t p = 0; p < depth; ++p) {
-      float* HWY_RESTRICT row = panel + p * width;
-      const float* HWY_RESTRICT from = src + p * p_stride;
-      std::size_t c = 0;
-      for (; c + lanes <= valid; c += lanes) {
-        hn::StoreU(hn::LoadU(d, from + c), d, row + c);
+      for (std::size_t j = 0; j < count; ++j) {
+        CopyStep(panels + (j * depth + p) * width,
+                 src + p * p_stride + j * width,
+                 std::min(width, cols - j * width), width);
       }
-      for (; c < valid; ++c) row[c] = from[c];
-      for (; c < width; ++c) row[c] = 0.0f;
     }
     return;
   }
   HWY_DASSERT(p_stride == 1);
-  for (std::size_t c = 0; c < valid; c += 4) {
-    const std::size_t count = std::min<std::size_t>(4, valid - c);
-    const float* rows[4];
-    for (std::size_t i = 0; i < count; ++i) rows[i] = src + (c + i) * c_stride;
-    TransposeRowsIntoPanel(panel + c, width, rows, count, depth, 1.0f);
-  }
-  for (std::size_t p = 0; p < depth; ++p) {
-    std::fill(panel + p * width + valid, panel + (p + 1) * width, 0.0f);
+  for (std::size_t j = 0; j < count; ++j) {
+    float* HWY_RESTRICT panel = panels + j * depth * width;
+    const std::size_t valid = std::min(width, cols - j * width);
+    for (std::size_t c = 0; c < valid; c += 4) {
+      const std::size_t rows_now = std::min<std::size_t>(4, valid - c);
+      const float* rows[4];
+      for (std::size_t i = 0; i < rows_now; ++i) {
+        rows[i] = src + (j * width + c + i) * c_stride;
+      }
+      TransposeRowsIntoPanel(panel + c, width, rows, rows_now, depth, 1.0f);
+    }
+    for (std::size_t p = 0; p < depth; ++p) {
+      std::fill(panel + p * width + valid, panel + (p + 1) * width, 0.0f);
+    }
   }
 }
 
