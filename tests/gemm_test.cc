@@ -435,6 +435,27 @@ TEST_P(GemmTest, MatrixVectorWithSplitDepth) {
   }
 }
 
+// 5 to walk_rows rows of C through a large B whose rows share one L1 set
+// stream B past all rows at once: the fewest and most rows, A in place and
+// transposed, k past whole passes of eight, columns past whole vectors, on
+// 1 thread and (all rows) 2; one row past the walk goes to the blocked
+// product.
+TEST_P(GemmTest, FewRowsWalkLargeB) {
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  constexpr std::size_t kLdb = 2048;  // 8 KiB: one L1 set on every target
+  const std::size_t k = p.walk_min_b_floats / kLdb + 3;
+  for (std::size_t m :
+       {std::size_t{5}, std::size_t{8}, p.walk_rows, p.walk_rows + 1}) {
+    const std::size_t n = m % 2 ? kLdb - 13 : kLdb - 64;
+    for (int threads : {1, 2}) {
+      if (threads == 2 && m != p.walk_rows) continue;
+      InArena(threads, [&] {
+        Check(m, n, k, m % 3 == 1, false, 0.5f, m % 2 ? 0.25f : 0.0f, kLdb - n);
+      });
+    }
+  }
+}
+
 TEST_P(GemmTest, BetaZeroDoesNotReadC) {
   const std::size_t m = 9, n = 21, k = 5;
   const std::vector<float> a = RandomVector(m * k, 4),

@@ -38,7 +38,9 @@ detail::GemmShapeParams GemmShapeParamsOfTarget() {
           kHasPairSweep ? kSweepPairsMinRows : 0,
           SweepDepth(),
           SweepRows(SweepDepth()),
-          kPackedGemvRows};
+          kPackedGemvRows,
+          kWalkRows,
+          WalkMinBFloats()};
 }
 
 }  // namespace HWY_NAMESPACE

@@ -73,6 +73,9 @@ struct GemmShapeParams {
   std::size_t pair_sweep_min_rows, pair_sweep_kc, pair_sweep_rows;
   // The most rows the matrix-vector path takes with B pre-packed.
   std::size_t packed_gemv_rows;
+  // The most rows of the walk of B in place past all rows of C, and the
+  // fewest floats of B (k x ldb) it takes.
+  std::size_t walk_rows, walk_min_b_floats;
 };
 GemmShapeParams GemmShapeParamsForTest();
 

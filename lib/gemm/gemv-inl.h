@@ -1,13 +1,15 @@
 // Products with at most kGemvRows rows of C (kPackedGemvRows with B
-// pre-packed; decoding: one token per sequence), which are bound by reading
-// B once: B is streamed in memory order. Tasks own column ranges of C, cut
-// from the shape only, and every sum runs in order of k, so results do not
-// depend on the thread count.
+// pre-packed, kWalkRows with a large B in place: SuitsRowsWalk; decoding:
+// one token per sequence), which are bound by reading B once: B is streamed in
+// memory order. Tasks own column ranges of C, cut from the shape only, and
+// every sum runs in order of k, so results do not depend on the thread count.
 //   Pre-packed B (the layer's weights): a task reads whole panels, each one
 //     contiguous run of k x TileCols() values, two side by side, past the
 //     micro-kernel's register tile of all rows of C.
 //   B in place (row-major): a task sweeps every row of B across its column
-//     chunk, with the chunk's sums in an L1-resident buffer.
+//     chunk, with the chunk's sums in an L1-resident buffer; from 5 to
+//     kWalkRows rows of C where B is large and its rows share one L1 set
+//     (SuitsRowsWalk), each vector of B once, past all of them.
 //   B transposed in place (C = A B^T, B's rows contiguous along k): a task
 //     streams whole rows of B, each element of C one dot product (DotRows).
 
@@ -30,6 +32,7 @@
 #include "lib/common/parallel.h"
 #include "lib/common/prefetch.h"
 #include "lib/common/storage.h"
+#include "lib/gemm/blocking-inl.h"
 #include "lib/gemm/epilogue-inl.h"
 #include "lib/gemm/gemm_args.h"
 #include "lib/gemm/microkernel-inl.h"
@@ -48,11 +51,38 @@ constexpr std::size_t kGemvPrefetchFloats = 384;
 // Rows of B in place that GemvRows multiplies in one pass over the sums.
 constexpr std::size_t kGemvRowsPerPass = 8;
 
+// B in place, row-major, with 5 to kWalkRows rows of C: the blocked
+// product reads such a B badly where it is large and its rows fall into one
+// set of L1 (a stride of d_model 1024, 2048 or 4096): packing it costs a
+// copy of all of B per call for few rows, and reading it in place, each
+// panel's steps evict each other from L1 and L2 (PackBReuse, gemm-inl.h).
+// GemvRowsOfA streams it instead, in memory order, once. Zen 5, 1 thread,
+// one process alternating, GFLOP/s, this walk against the blocked product:
+// 16 x 4096 x 4096 139.8 against 77.9 (oneDNN about 70), 12 x 4096 x 4096
+// 124.5 against 79.9, 8 x 4096 x 4096 108.8 against 74.1, 5 x 4096 x 4096
+// 62.1 against 23.1; 16 rows on 2 threads 226 against 153; B of 16 MiB
+// (16 x 2048 x 2048, 16 x 1024 x 4096, 16 x 4096 x 1024, 8 x 2048 x 2048)
+// 1.07-1.16x; but B of 4 MiB (16 x 1024 x 1024, from L3) 0.95x, 16 x 512 x
+// 512 0.77x, and 12 x 2000 x 2000 (rows spread over L1's sets) 0.77x.
+// Hence B's footprint above kWalkMinBInL2s times L2.
+constexpr std::size_t kWalkRows = 16;
+constexpr std::size_t kWalkMinBInL2s = 8;
+
+inline std::size_t WalkMinBFloats() {
+  return kWalkMinBInL2s * detail::MachineCaches().l2 / sizeof(float);
+}
+
+inline bool SuitsRowsWalk(const detail::GemmArgs& g) {
+  return !g.packed_b && !g.trans_b && g.m > kGemvRows && g.m <= kWalkRows &&
+         RowsShareOneL1Set(g.ldb) && g.k * g.ldb > WalkMinBFloats();
+}
+
 template <std::size_t kValue>
 using Constant = std::integral_constant<std::size_t, kValue>;
 
 inline bool SuitsGemv(const detail::GemmArgs& g) {
-  return g.m <= (g.packed_b ? kPackedGemvRows : kGemvRows) && g.k > 0;
+  if (g.k == 0) return false;
+  return g.m <= (g.packed_b ? kPackedGemvRows : kGemvRows) || SuitsRowsWalk(g);
 }
 
 // op(A) by strides, A(i, p) at a[i * row + p * step]: whether A is
@@ -155,6 +185,77 @@ void GemvRows(const detail::GemmArgs& g, std::size_t j0, std::size_t width,
     const float* HWY_RESTRICT b = g.b + p * ld + j0;
     for (std::size_t i = 0; i < g.m; ++i) {
       const FloatVec a = hn::Set(d, op_a(i, p));
+      float* HWY_RESTRICT row = sums + i * width;
+      for (std::size_t j = 0; j < width; j += lanes) {
+        hn::Store(hn::MulAdd(a, hn::LoadU(d, b + j), hn::Load(d, row + j)), d,
+                  row + j);
+      }
+    }
+  }
+}
+
+// op(A) step-major, kWalkRows floats a step (row i of step p at p *
+// kWalkRows + i): one line holds a step's values for every row of C, where
+// A's own rows, as far apart as B's, would all fall into one set of L1.
+inline void CopyStepsOfA(const detail::GemmArgs& g, float* steps) {
+  const StridedA op_a(g);
+  for (std::size_t p = 0; p < g.k; ++p) {
+    for (std::size_t i = 0; i < g.m; ++i) steps[p * kWalkRows + i] = op_a(i, p);
+  }
+}
+
+// As GemvRows, for the walk of SuitsRowsWalk, A step-major (CopyStepsOfA):
+// eight rows of B a pass, each vector loaded once and held in registers
+// while every row of C takes its eight multiply-adds, each sum read from
+// and written back to L1 once per eight. With kPrefetch, the next pass's
+// eight rows are asked for at the same columns (the pass's segments are
+// short, a few hundred columns, so the prefetchers start over on every
+// row): 16 x 4096 x 4096 on Zen 5 ran 1.44x faster with this prefetch,
+// 1.17x with it sixteen rows ahead.
+template <bool kPrefetch>
+void GemvRowsOfA(const detail::GemmArgs& g, const float* HWY_RESTRICT steps,
+                 std::size_t j0, std::size_t width, std::size_t p0,
+                 std::size_t p1, float* HWY_RESTRICT sums) {
+  const FloatTag d;
+  const std::size_t lanes = hn::Lanes(d), ld = g.ldb;
+  std::size_t p = p0;
+  for (; p + 8 <= p1; p += 8) {
+    const float* HWY_RESTRICT b = g.b + p * ld + j0;
+    const float* HWY_RESTRICT a = steps + p * kWalkRows;
+    for (std::size_t j = 0; j < width; j += lanes) {
+      if constexpr (kPrefetch) {
+        if (p + 16 <= p1) {
+          for (std::size_t r = 8; r < 16; ++r) hwy::Prefetch(b + r * ld + j);
+        }
+      }
+      const FloatVec b0 = hn::LoadU(d, b + j);
+      const FloatVec b1 = hn::LoadU(d, b + ld + j);
+      const FloatVec b2 = hn::LoadU(d, b + 2 * ld + j);
+      const FloatVec b3 = hn::LoadU(d, b + 3 * ld + j);
+      const FloatVec b4 = hn::LoadU(d, b + 4 * ld + j);
+      const FloatVec b5 = hn::LoadU(d, b + 5 * ld + j);
+      const FloatVec b6 = hn::LoadU(d, b + 6 * ld + j);
+      const FloatVec b7 = hn::LoadU(d, b + 7 * ld + j);
+      for (std::size_t i = 0; i < g.m; ++i) {
+        const float* HWY_RESTRICT ai = a + i;
+        float* HWY_RESTRICT row = sums + i * width + j;
+        FloatVec s = hn::Load(d, row);
+        s = hn::MulAdd(hn::Set(d, ai[0]), b0, s);
+        s = hn::MulAdd(hn::Set(d, ai[kWalkRows]), b1, s);
+        s = hn::MulAdd(hn::Set(d, ai[2 * kWalkRows]), b2, s);
+        s = hn::MulAdd(hn::Set(d, ai[3 * kWalkRows]), b3, s);
+        s = hn::MulAdd(hn::Set(d, ai[4 * kWalkRows]), b4, s);
+        s = hn::MulAdd(hn::Set(d, ai[5 * kWalkRows]), b5, s);
+        s = hn::MulAdd(hn::Set(d, ai[6 * kWalkRows]), b6, s);
+        s = hn::MulAdd(hn::Set(d, ai[7 * kWalkRows]), b7, s);
+        hn::Store(s, d, row);
+      }
+    }
+  }
+  for (; p < p1; ++p) {
+    const float* HWY_RESTRICT b = g.b + p * ld + j0;
+    for (std::size_t i = 0; i < g.m; ++i) {
+      const FloatVec a = hn::Set(d, steps[p * kWalkRows + i]);
       float* HWY_RESTRICT row = sums + i * width;
       for (std::size_t j = 0; j < width; j += lanes) {
         hn::Store(hn::MulAdd(a, hn::LoadU(d, b + j), hn::Load(d, row + j)), d,
@@ -354,6 +455,9 @@ inline void Gemv(const detail::GemmArgs& g) {
   // 2; 1 KiB ahead 16.4-16.7; 256 bytes ahead as none. Zen 5 (48 KiB, 12
   // ways): above.
   const bool prefetch = detail::StreamingPrefetchPays();
+  const bool walk = g.m > kGemvRows;
+  detail::PooledBuffer steps(walk ? g.k * kWalkRows : 0);
+  if (walk) CopyStepsOfA(g, steps.get());
   detail::ForEachTask(
       chunks * ranges, double(g.m) * g.n * g.k, [&](std::size_t t) {
         const std::size_t chunk = t / ranges, r = t % ranges;
@@ -362,7 +466,13 @@ inline void Gemv(const detail::GemmArgs& g) {
         std::fill(sums, sums + stride, 0.0f);
         const std::size_t w = std::min(width, full - j0), first = r * range_k,
                           end = std::min(g.k, (r + 1) * range_k);
-        if (prefetch) {
+        if (walk) {
+          if (prefetch) {
+            GemvRowsOfA<true>(g, steps.get(), j0, w, first, end, sums);
+          } else {
+            GemvRowsOfA<false>(g, steps.get(), j0, w, first, end, sums);
+          }
+        } else if (prefetch) {
           GemvRows<true>(g, j0, w, first, end, sums);
         } else {
           GemvRows<false>(g, j0, w, first, end, sums);
@@ -381,7 +491,7 @@ inline void Gemv(const detail::GemmArgs& g) {
   if (full == g.n) return;
   // Columns past the last whole vector, summed the same way, one by one.
   const std::size_t tail = g.n - full;
-  float sums[kGemvRows * hn::MaxLanes(FloatTag())];
+  float sums[kWalkRows * hn::MaxLanes(FloatTag())];
   const StridedA op_a(g);
   for (std::size_t i = 0; i < g.m; ++i) {
     for (std::size_t j = 0; j < tail; ++j) {
