@@ -97,6 +97,28 @@ struct StridedA {
   std::size_t row, step;
 };
 
+// The steps [p, p1) left after whole passes of eight, one row of B at a
+// time: sums[i][j] += A(i, p) B(p, j0 + j), A's value a_of(i, p).
+template <class AOf>
+HWY_INLINE void AddRemainingSteps(const detail::GemmArgs& g, std::size_t j0,
+                                  std::size_t width, std::size_t p,
+                                  std::size_t p1, const AOf& a_of,
+                                  float* HWY_RESTRICT sums) {
+  const FloatTag d;
+  const std::size_t lanes = hn::Lanes(d);
+  for (; p < p1; ++p) {
+    const float* HWY_RESTRICT b = g.b + p * g.ldb + j0;
+    for (std::size_t i = 0; i < g.m; ++i) {
+      const FloatVec a = hn::Set(d, a_of(i, p));
+      float* HWY_RESTRICT row = sums + i * width;
+      for (std::size_t j = 0; j < width; j += lanes) {
+        hn::Store(hn::MulAdd(a, hn::LoadU(d, b + j), hn::Load(d, row + j)), d,
+                  row + j);
+      }
+    }
+  }
+}
+
 // A vector of sums at `sums` += a0 b[0] + ... + a7 b[7 ld], b's eight rows
 // ld floats apart: one chain of multiply-adds over the rows in memory order,
 // started from zero and added to the sums once, one vector (one 64-byte
@@ -181,17 +203,7 @@ void GemvRows(const detail::GemmArgs& g, std::size_t j0, std::size_t width,
       }
     }
   }
-  for (; p < p1; ++p) {
-    const float* HWY_RESTRICT b = g.b + p * ld + j0;
-    for (std::size_t i = 0; i < g.m; ++i) {
-      const FloatVec a = hn::Set(d, op_a(i, p));
-      float* HWY_RESTRICT row = sums + i * width;
-      for (std::size_t j = 0; j < width; j += lanes) {
-        hn::Store(hn::MulAdd(a, hn::LoadU(d, b + j), hn::Load(d, row + j)), d,
-                  row + j);
-      }
-    }
-  }
+  AddRemainingSteps(g, j0, width, p, p1, op_a, sums);
 }
 
 // op(A) step-major, kWalkRows floats a step (row i of step p at p *
@@ -252,17 +264,12 @@ void GemvRowsOfA(const detail::GemmArgs& g, const float* HWY_RESTRICT steps,
       }
     }
   }
-  for (; p < p1; ++p) {
-    const float* HWY_RESTRICT b = g.b + p * ld + j0;
-    for (std::size_t i = 0; i < g.m; ++i) {
-      const FloatVec a = hn::Set(d, steps[p * kWalkRows + i]);
-      float* HWY_RESTRICT row = sums + i * width;
-      for (std::size_t j = 0; j < width; j += lanes) {
-        hn::Store(hn::MulAdd(a, hn::LoadU(d, b + j), hn::Load(d, row + j)), d,
-                  row + j);
-      }
-    }
-  }
+  AddRemainingSteps(
+      g, j0, width, p, p1,
+      [steps](std::size_t i, std::size_t q) {
+        return steps[q * kWalkRows + i];
+      },
+      sums);
 }
 
 // C's columns [j0, j0 + width) from the sums (rows of width): alpha * sum +
