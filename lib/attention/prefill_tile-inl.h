@@ -479,6 +479,48 @@ class PrefillTile {
     }
   }
 
+  // The max of S^T's columns [c, c + lanes) over the block's n key rows, in
+  // four independent chains (and ExponentiateColumns' sum in two): one chain
+  // waited on each vmaxps or vaddps in turn, n times per vector. Zen 5, 1
+  // thread, the attention core alternating in one process, nine pairs of
+  // runs, none slower: b1 h8 L128 1.007-1.027x, b8 h12 L128 1.002-1.011x,
+  // b1 h8 L1024 1.004-1.007x, L4096 1.001x.
+  FloatVec BlockMax(std::size_t c, std::size_t n) const {
+    const FloatTag d;
+    FloatVec m0 = hn::Set(d, kNegInf), m1 = m0, m2 = m0, m3 = m0;
+    std::size_t j = 0;
+    for (; j + 4 <= n; j += 4) {
+      m0 = hn::Max(m0, hn::LoadU(d, ScoreRow(j) + c));
+      m1 = hn::Max(m1, hn::LoadU(d, ScoreRow(j + 1) + c));
+      m2 = hn::Max(m2, hn::LoadU(d, ScoreRow(j + 2) + c));
+      m3 = hn::Max(m3, hn::LoadU(d, ScoreRow(j + 3) + c));
+    }
+    for (; j < n; ++j) m0 = hn::Max(m0, hn::LoadU(d, ScoreRow(j) + c));
+    return hn::Max(hn::Max(m0, m1), hn::Max(m2, m3));
+  }
+
+  // S^T's columns [c, c + lanes) over the block's n key rows become P^T =
+  // 2^(S^T - shift) in place; returns their sum.
+  FloatVec ExponentiateColumns(std::size_t c, std::size_t n,
+                               FloatVec shift) const {
+    const FloatTag d;
+    const auto exponentiate = [&](std::size_t j) {
+      float* row = ScoreRow(j) + c;
+      const FloatVec p =
+          Exp2OfNonPositive(d, hn::Sub(hn::LoadU(d, row), shift));
+      hn::StoreU(p, d, row);
+      return p;
+    };
+    FloatVec sum0 = hn::Zero(d), sum1 = sum0;
+    std::size_t j = 0;
+    for (; j + 2 <= n; j += 2) {
+      sum0 = hn::Add(sum0, exponentiate(j));
+      sum1 = hn::Add(sum1, exponentiate(j + 1));
+    }
+    if (j < n) sum0 = hn::Add(sum0, exponentiate(j));
+    return hn::Add(sum0, sum1);
+  }
+
   // The online softmax over the block's n key rows of S^T, one query per
   // lane: new max, P^T = 2^(S^T - max) in place, sum, and the correction
   // 2^(old max - new max) of each row's O (exactly 1 where the max did not
@@ -489,24 +531,14 @@ class PrefillTile {
     const FloatVec neg_inf = hn::Set(d, kNegInf), one = hn::Set(d, 1.0f);
     auto rescale = hn::FirstN(d, 0);
     for (std::size_t c = 0; c < ld_; c += lanes) {
-      FloatVec block_max = neg_inf;
-      for (std::size_t j = 0; j < n; ++j) {
-        block_max = hn::Max(block_max, hn::LoadU(d, ScoreRow(j) + c));
-      }
+      const FloatVec block_max = BlockMax(c, n);
       const FloatVec old_max = hn::LoadU(d, max_ + c);
       const FloatVec new_max = hn::Max(old_max, block_max);
       // Rows that have seen nothing yet subtract 0: 2^-inf is then 0.
       const FloatVec shift =
           hn::IfThenZeroElse(hn::Eq(new_max, neg_inf), new_max);
       const FloatVec correction = Exp2OfNonPositive(d, hn::Sub(old_max, shift));
-      FloatVec sum = hn::Zero(d);
-      for (std::size_t j = 0; j < n; ++j) {
-        float* row = ScoreRow(j) + c;
-        const FloatVec p =
-            Exp2OfNonPositive(d, hn::Sub(hn::LoadU(d, row), shift));
-        sum = hn::Add(sum, p);
-        hn::StoreU(p, d, row);
-      }
+      const FloatVec sum = ExponentiateColumns(c, n, shift);
       hn::StoreU(new_max, d, max_ + c);
       hn::StoreU(hn::MulAdd(hn::LoadU(d, sum_ + c), correction, sum), d,
                  sum_ + c);
