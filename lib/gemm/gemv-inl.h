@@ -230,14 +230,17 @@ void GemvRowsOfA(const detail::GemmArgs& g, const float* HWY_RESTRICT steps,
                  std::size_t p1, float* HWY_RESTRICT sums) {
   const FloatTag d;
   const std::size_t lanes = hn::Lanes(d), ld = g.ldb;
+  constexpr std::size_t kPass = kGemvRowsPerPass;  // b0 ... b7 below
   std::size_t p = p0;
-  for (; p + 8 <= p1; p += 8) {
+  for (; p + kPass <= p1; p += kPass) {
     const float* HWY_RESTRICT b = g.b + p * ld + j0;
     const float* HWY_RESTRICT a = steps + p * kWalkRows;
     for (std::size_t j = 0; j < width; j += lanes) {
       if constexpr (kPrefetch) {
-        if (p + 16 <= p1) {
-          for (std::size_t r = 8; r < 16; ++r) hwy::Prefetch(b + r * ld + j);
+        if (p + 2 * kPass <= p1) {
+          for (std::size_t r = kPass; r < 2 * kPass; ++r) {
+            hwy::Prefetch(b + r * ld + j);
+          }
         }
       }
       const FloatVec b0 = hn::LoadU(d, b + j);
