@@ -4,13 +4,13 @@
 //
 // Why: qemu's code generator runs the guest's 256- and 512-bit SVE vector
 // operations on the host's AVX2 registers and never clears their upper
-// halves. On Intel (Sapphire Rapids here) every legacy-SSE instruction of
-// qemu's soft-float helpers then pays for the dirty upper state; AMD does
-// not. The helpers' hot path is the guest's float multiply-add, which calls
-// libm's fmaf: clearing the state there is enough. Measured on a Sapphire
-// Rapids VM: mha::attention at 2 x 2 heads, 128 x 256 x 64, causal, 790 ms
-// under qemu at 256 bits against 64 ms at 128 bits; 108 ms with this
-// library. The Arm step of CI took 54 minutes there (9.5 on Zen 5).
+// halves. On Intel (a Sapphire Rapids VM) every legacy-SSE instruction of
+// qemu's soft-float helpers then pays for the dirty upper state; on the
+// Zen 5 VMs it did not. The helpers' hot path is the guest's float
+// multiply-add, which calls libm's fmaf: clearing the state there is
+// enough. On the Sapphire Rapids VM: mha::attention at 2 x 2 heads, 128 x
+// 256 x 64, causal, 790 ms under qemu at 256 bits against 64 ms at 128
+// bits, 108 ms with this library; the Arm step of CI 54 minutes, then 9.
 //
 // vzeroupper is safe at a call: the x86-64 calling convention leaves every
 // vector register to the caller. Built only where the CPU has FMA.
