@@ -501,10 +501,12 @@ struct GemmGrid {
   // V projected together (1024 x 2304 x 768, B pre-packed) ran as 7 blocks
   // of 320 columns and one of 64, 4 blocks on one thread against 3.2 on the
   // other. Narrower blocks, up to twice as many, are taken where they keep
-  // the threads busier by more than 1/32 of the time: there 12 of 192, and
+  // the threads busier by more than 1/64 of the time: there 12 of 192, and
   // S3's self-attention forward on 2 threads of Sapphire Rapids ran 1.04x,
-  // 1.10x and 1.04x as fast (3 alternating runs, medians of 7). Of the
-  // benchmarks' products and layers, no other grid changes.
+  // 1.10x and 1.04x as fast (3 alternating runs, medians of 7); 96 x 4096
+  // x 4096, 11 blocks of 352 and one of 224 before, 16 of 256 now, 1.03x,
+  // 1.04x and 1.07x (64 rows: 0.98x, 1.01x and 1.06x). No other grid of
+  // the SGEMM table's products or of S1-S5 and P64's layers changes.
   void BalanceColumns(const detail::GemmArgs& g, std::size_t unit,
                       std::size_t threads) {
     const std::size_t blocks_now = col_blocks;
@@ -515,7 +517,7 @@ struct GemmGrid {
       trial.nc = EvenBlock(g.n, blocks, unit);
       trial.col_blocks = Blocks(g.n, trial.nc);
       const double busy = trial.Busy(g, threads);
-      if (busy > best + 1.0 / 32) {
+      if (busy > best + 1.0 / 64) {
         best = busy;
         nc = trial.nc;
         col_blocks = trial.col_blocks;
