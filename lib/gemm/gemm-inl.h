@@ -458,6 +458,7 @@ struct GemmGrid {
   // 512 x 512 1.00-1.03x and 1024 x 768 x 768 1.00-1.02x in A/B runs where
   // oneDNN itself moved by 3-5% between the two binaries.
   bool columns_outer;
+  static constexpr double kMinTaskWork = 1 << 20;
 
   // `depth`: the product's slice depth (SliceDepth); `row_chunks`: whether
   // its tasks are chunks of rows (RunsRowChunks); `sweep`: how its rows pass
@@ -466,7 +467,6 @@ struct GemmGrid {
            Sweep sweep)
       : columns_outer(row_chunks) {
     const std::size_t col_unit = ColumnUnit(sweep);
-    constexpr double kMinTaskWork = 1 << 20;
     const std::size_t threads = detail::ArenaThreads();
     const std::size_t tasks_wanted = threads > 1 ? 2 * threads : 1;
     mc = row_chunks ? std::min(RoundUp(g.m, kTileRows),
@@ -494,21 +494,22 @@ struct GemmGrid {
         break;
       }
     }
-    if (threads > 1) BalanceColumns(g, col_unit, threads);
+    if (threads > 1) BalanceColumns(g, depth, col_unit, threads);
   }
   // Column blocks of one width leave the last one ragged, so that tasks
   // differ in work where counting them (Balanced) sees none: S3's Q, K and
   // V projected together (1024 x 2304 x 768, B pre-packed) ran as 7 blocks
   // of 320 columns and one of 64, 4 blocks on one thread against 3.2 on the
   // other. Narrower blocks, up to twice as many, are taken where they keep
-  // the threads busier by more than 1/64 of the time: there 12 of 192, and
+  // the threads busier by more than 1/64 of the time, while each task keeps
+  // kMinTaskWork multiply-adds at least: there 12 of 192, and
   // S3's self-attention forward on 2 threads of Sapphire Rapids ran 1.04x,
   // 1.10x and 1.04x as fast (3 alternating runs, medians of 7); 96 x 4096
   // x 4096, 11 blocks of 352 and one of 224 before, 16 of 256 now, 1.03x,
   // 1.04x and 1.07x (64 rows: 0.98x, 1.01x and 1.06x). No other grid of
   // the SGEMM table's products or of S1-S5 and P64's layers changes.
-  void BalanceColumns(const detail::GemmArgs& g, std::size_t unit,
-                      std::size_t threads) {
+  void BalanceColumns(const detail::GemmArgs& g, std::size_t depth,
+                      std::size_t unit, std::size_t threads) {
     const std::size_t blocks_now = col_blocks;
     double best = Busy(g, threads);
     for (std::size_t blocks = blocks_now + 1; blocks <= 2 * blocks_now;
@@ -516,6 +517,7 @@ struct GemmGrid {
       GemmGrid trial = *this;
       trial.nc = EvenBlock(g.n, blocks, unit);
       trial.col_blocks = Blocks(g.n, trial.nc);
+      if (double(mc) * trial.nc * depth < kMinTaskWork) break;
       const double busy = trial.Busy(g, threads);
       if (busy > best + 1.0 / 64) {
         best = busy;
