@@ -37,7 +37,7 @@ cmake --build build-arm -j2
 # on Intel, the SVE runs at 256 and 512 bits took 19 and 29 minutes without
 # it. QEMU_UNSET_ENV keeps the x86 library out of the emulated program.
 if [ "$(uname -m)" = x86_64 ] && grep -qw fma /proc/cpuinfo; then
-  cc -O2 -shared -fPIC scripts/qemu_clear_upper_state.c \
+  gcc -O2 -shared -fPIC scripts/qemu_clear_upper_state.c \
     -o build-arm/libqemu_clear_upper_state.so
   export LD_PRELOAD="$PWD/build-arm/libqemu_clear_upper_state.so"
   export QEMU_UNSET_ENV=LD_PRELOAD
