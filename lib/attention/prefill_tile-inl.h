@@ -37,6 +37,7 @@
 #include "hwy/highway.h"
 #include "lib/attention/attention_args.h"
 #include "lib/attention/task.h"
+#include "lib/common/cache_sizes.h"
 #include "lib/common/prefetch.h"
 #include "lib/common/scratch.h"
 #include "lib/common/wide_load-inl.h"
@@ -78,11 +79,12 @@ class PrefillTile {
         nr_(TileCols()),
         q_cols_(rows_ <= hn::Lanes(FloatTag()) ? hn::Lanes(FloatTag()) : nr_),
         ld_(RoundUp(rows_, q_cols_)),
+        score_stride_(OddLinesStride(ld_)),
         ldo_(RoundUp(dim_, nr_)) {
     using detail::ScratchSlot;
     using detail::ThreadScratch;
     queries_ = ThreadScratch(ScratchSlot::kQueryPanels, dim_ * ld_);
-    scores_ = ThreadScratch(ScratchSlot::kScoresT, kKeyBlock * ld_);
+    scores_ = ThreadScratch(ScratchSlot::kScoresT, kKeyBlock * score_stride_);
     outputs_ = ThreadScratch(ScratchSlot::kOutputRows, ld_ * ldo_);
     value_panels_ = dim_ % nr_ == 0 ? nullptr
                                     : ThreadScratch(ScratchSlot::kValuePanels,
@@ -227,7 +229,23 @@ class PrefillTile {
     return detail::QueryRow(a_, task_, r);
   }
 
-  float* ScoreRow(std::size_t j) const { return scores_ + j * ld_; }
+  float* ScoreRow(std::size_t j) const { return scores_ + j * score_stride_; }
+
+  // The stride of S^T's rows: `floats` in whole cache lines, an odd number
+  // of them. The softmax reads S^T down a column of vectors (a row a step,
+  // kKeyBlock rows), and P V down a sliver's columns: rows 8 lines apart
+  // (128 queries) put such a strip's lines in 8 of L1's 64 sets, room for 96
+  // of its 256 (12 ways), so each pass over it came from L2; with an odd
+  // number of lines, successive rows take every set in turn. Sapphire
+  // Rapids VM, 1 thread, one process alternating (medians of 15): b1 h8
+  // L4096 hd64 1.023x and 1.009x in two runs, b8 h12 L128 (S3's core)
+  // 1.011x and 1.029x, b1 h25 L1024 causal 1.023x; S3's forward 1.02x, S2's
+  // 1.00x.
+  static std::size_t OddLinesStride(std::size_t floats) {
+    const std::size_t line = detail::MachineCaches().line / sizeof(float);
+    const std::size_t lines = (floats + line - 1) / line;
+    return (lines | 1) * line;
+  }
 
   // Rows of a key block as fp32: row j at first + j * token.
   struct BlockRows {
@@ -591,8 +609,9 @@ class PrefillTile {
             const std::size_t row0 = r0 + first;
             for (std::size_t p = 0; p * nr_ < dim_; ++p) {
               MultiplyTile<decltype(height)::value>(
-                  depth, StepsA{scores_ + row0, ld_}, panels + p * panel_stride,
-                  step_stride, [&](std::size_t r, FloatVec v0, FloatVec v1) {
+                  depth, StepsA{scores_ + row0, score_stride_},
+                  panels + p * panel_stride, step_stride,
+                  [&](std::size_t r, FloatVec v0, FloatVec v1) {
                     const std::size_t row = row0 + r;
                     float* o = outputs_ + row * ldo_ + p * nr_;
                     if constexpr (!kFirst) {
@@ -681,8 +700,9 @@ class PrefillTile {
   // (S1's 10 queries: half the multiply-adds of K Q^T and of the softmax),
   // else nr_.
   const std::size_t q_cols_;
-  const std::size_t ld_;   // floats per S^T row: rows_, whole Q^T panels
-  const std::size_t ldo_;  // floats per O row: head_dim, whole panels
+  const std::size_t ld_;            // columns of S^T: rows_, whole Q^T panels
+  const std::size_t score_stride_;  // floats from one S^T row to the next
+  const std::size_t ldo_;           // floats per O row: head_dim, whole panels
   std::size_t min_end_;
   float *queries_, *scores_, *outputs_, *value_panels_;
   float *key_block_ = nullptr, *value_block_ = nullptr;  // widened K, V
