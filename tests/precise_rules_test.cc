@@ -135,6 +135,12 @@ TEST_P(PreciseRulesTest, HiddenKeysNeverCountAndNaNPropagates) {
       // a time, then one: the poisons at d / 2 and d - 1 fall into each
       // kind on AVX-512, AVX2 and SSE4.
       {1, 2, 2, 20, 30, 48},
+      // Several query tiles of one KV head (64 queries a tile on AVX-512),
+      // which share the checks of whole key blocks (block_checks.h): a
+      // poison in block 0 or 1 is found by one tile and must reach the
+      // rows of every tile that sees it; the ragged last block, checked by
+      // each tile, holds the padding's.
+      {1, 2, 1, 300, 600, 16},
   };
   for (const mha::AttentionShape& s : shapes) {
     for (Poison poison :

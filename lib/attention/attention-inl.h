@@ -23,6 +23,7 @@
 
 #include "hwy/highway.h"
 #include "lib/attention/attention_args.h"
+#include "lib/attention/block_checks.h"
 #include "lib/attention/decode-inl.h"
 #include "lib/attention/prefill_tile-inl.h"
 #include "lib/attention/task.h"
@@ -90,6 +91,8 @@ void RunPrefill(const detail::AttentionArgs& a) {
                                  : 1;
   const std::size_t range_keys =
       RoundUp((s.kv_len + ranges - 1) / ranges, kKeyBlock);
+  const detail::SharedBlockChecks checks(q_tiles, s.batch, s.num_kv_heads,
+                                         s.kv_len, kKeyBlock);
   auto rows_of = [&](std::size_t tile, std::size_t range) {
     const std::size_t q0 = tile % q_tiles * q_tile;
     return detail::TaskRows{tile / q_tiles / s.num_kv_heads,
@@ -103,7 +106,7 @@ void RunPrefill(const detail::AttentionArgs& a) {
   RunWithKeyRanges(
       a, tiles, ranges, group * q_tile,
       [&](std::size_t tile, std::size_t range, float* states) {
-        PrefillTile<Mode, KV> work(a, rows_of(tile, range));
+        PrefillTile<Mode, KV> work(a, rows_of(tile, range), checks);
         work.Run(/*write_outputs=*/states == nullptr);
         if (states != nullptr) {
           work.ExportStates(states, detail::RowState::Stride(s.head_dim));

@@ -36,6 +36,7 @@
 
 #include "hwy/highway.h"
 #include "lib/attention/attention_args.h"
+#include "lib/attention/block_checks.h"
 #include "lib/attention/task.h"
 #include "lib/common/cache_sizes.h"
 #include "lib/common/prefetch.h"
@@ -70,9 +71,13 @@ class PrefillTile {
   static constexpr bool kWidened = !std::is_same_v<KV, float>;
 
  public:
-  PrefillTile(const detail::AttentionArgs& args, const detail::TaskRows& task)
+  // `checks`: the finiteness of K's and V's blocks, shared by the call's
+  // tasks.
+  PrefillTile(const detail::AttentionArgs& args, const detail::TaskRows& task,
+              const detail::SharedBlockChecks& checks)
       : a_(args),
         task_(task),
+        checks_(checks),
         marks_(args, task),
         rows_(task.count()),
         dim_(args.shape.head_dim),
@@ -296,8 +301,9 @@ class PrefillTile {
     const BlockRows keys =
         Widened(detail::KeyRow<KV>(a_, task_.b, task_.kv_head, j0),
                 a_.k_layout.token, n, key_block_);
-    // K's block is checked before it is multiplied: the check reads it row
-    // after row, a stream the hardware prefetchers follow, where the tiles'
+    // K's block is checked before it is multiplied (by the first of the
+    // head's query tiles that reads it: block_checks.h): the check reads it
+    // row after row, a stream the hardware prefetchers follow, where the tiles'
     // 12 interleaved rows (512 bytes each at head_dim 128) are too short for
     // them, and every line of K from DRAM stalled the FMAs. 16 queries over
     // 2048 keys (b4 h32 kvh8 d128, 64 MB of K and V), Zen 5, GFLOP/s: 161 ->
@@ -306,7 +312,9 @@ class PrefillTile {
     // -> 167 / 325 -> 327, b1 h8 L4096 214 -> 222 / 427 -> 434. Software
     // prefetch of the next block's K and V rows, a sliver's worth per tile
     // row (to L1 or L2), gained nothing with the check or without it.
-    const bool keys_finite = RowsAreFinite(keys.first, n, keys.token, dim_);
+    const bool keys_finite = checks_.Finite(
+        detail::SharedBlockChecks::Operand::kKeys, task_.b, task_.kv_head, j0,
+        n, [&] { return RowsAreFinite(keys.first, n, keys.token, dim_); });
     const FloatTag d;
     const std::size_t lanes = hn::Lanes(d);
     // The bias of the next block is prefetched in step with the tiles, a
@@ -581,7 +589,10 @@ class PrefillTile {
     const BlockRows values =
         Widened(detail::ValueRow<KV>(a_, task_.b, task_.kv_head, j0),
                 a_.v_layout.token, n, value_block_);
-    if (!RowsAreFinite(values.first, n, values.token, dim_)) {
+    const bool values_finite = checks_.Finite(
+        detail::SharedBlockChecks::Operand::kValues, task_.b, task_.kv_head, j0,
+        n, [&] { return RowsAreFinite(values.first, n, values.token, dim_); });
+    if (!values_finite) {
       if constexpr (kFirst) {
         std::memset(outputs_, 0, rows_ * ldo_ * sizeof(float));
       }
@@ -693,6 +704,7 @@ class PrefillTile {
 
   const detail::AttentionArgs& a_;
   const detail::TaskRows task_;
+  const detail::SharedBlockChecks& checks_;
   detail::RowMarks marks_;
   const std::size_t rows_, dim_;
   const std::size_t nr_;  // columns of a panel of V (TileCols)
