@@ -84,7 +84,7 @@ class PrefillTile {
         nr_(TileCols()),
         q_cols_(rows_ <= hn::Lanes(FloatTag()) ? hn::Lanes(FloatTag()) : nr_),
         ld_(RoundUp(rows_, q_cols_)),
-        score_stride_(OddLinesStride(ld_)),
+        score_stride_(detail::OddLinesStride(ld_)),
         ldo_(RoundUp(dim_, nr_)) {
     using detail::ScratchSlot;
     using detail::ThreadScratch;
@@ -234,23 +234,15 @@ class PrefillTile {
     return detail::QueryRow(a_, task_, r);
   }
 
+  // S^T's rows lie an odd number of cache lines apart (OddLinesStride). The
+  // softmax reads S^T down a column of vectors (a row a step, kKeyBlock
+  // rows), and P V down a sliver's columns: rows 8 lines apart (128
+  // queries) put such a strip's lines in 8 of L1's 64 sets, room for 96 of
+  // its 256 (12 ways), so each pass over it came from L2. Sapphire Rapids
+  // VM, 1 thread, one process alternating (medians of 15): b1 h8 L4096 hd64
+  // 1.023x and 1.009x in two runs, b8 h12 L128 (S3's core) 1.011x and
+  // 1.029x, b1 h25 L1024 causal 1.023x; S3's forward 1.02x, S2's 1.00x.
   float* ScoreRow(std::size_t j) const { return scores_ + j * score_stride_; }
-
-  // The stride of S^T's rows: `floats` in whole cache lines, an odd number
-  // of them. The softmax reads S^T down a column of vectors (a row a step,
-  // kKeyBlock rows), and P V down a sliver's columns: rows 8 lines apart
-  // (128 queries) put such a strip's lines in 8 of L1's 64 sets, room for 96
-  // of its 256 (12 ways), so each pass over it came from L2; with an odd
-  // number of lines, successive rows take every set in turn. Sapphire
-  // Rapids VM, 1 thread, one process alternating (medians of 15): b1 h8
-  // L4096 hd64 1.023x and 1.009x in two runs, b8 h12 L128 (S3's core)
-  // 1.011x and 1.029x, b1 h25 L1024 causal 1.023x; S3's forward 1.02x, S2's
-  // 1.00x.
-  static std::size_t OddLinesStride(std::size_t floats) {
-    const std::size_t line = detail::MachineCaches().line / sizeof(float);
-    const std::size_t lines = (floats + line - 1) / line;
-    return (lines | 1) * line;
-  }
 
   // Rows of a key block as fp32: row j at first + j * token.
   struct BlockRows {

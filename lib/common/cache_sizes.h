@@ -37,6 +37,17 @@ const CacheSizes& MachineCaches();
 // reports: "L1d 48 KiB (sysconf), 12-way (sysconf), ...".
 std::string DescribeMachineCaches();
 
+// A row stride for rows of at least `floats` floats: whole cache lines, an
+// odd number of them, so that successive rows fall into different sets of
+// L1 and a strip down many rows spreads over all its sets (rows a power of
+// two of lines apart share a fraction of them). For a copied A sliver
+// (gemm-inl.h) and the attention tile's S^T (prefill_tile-inl.h).
+inline std::size_t OddLinesStride(std::size_t floats) {
+  const std::size_t line = MachineCaches().line / sizeof(float);
+  const std::size_t lines = (floats + line - 1) / line;
+  return (lines | 1) * line;
+}
+
 // The shortest cache line of the CPUs mha targets (x86 and Arm servers: 64
 // bytes; some Arm cores have 128): a loop over a buffer's lines that steps by
 // it never skips one, where the line size is needed at compile time.

@@ -205,14 +205,6 @@ inline bool CopiesA(const detail::GemmArgs& g, std::size_t depth,
           SliverRowsThrashL1(g.lda, kTileRows));
 }
 
-// A row stride of at least kc floats and an odd number of cache lines: the
-// rows of a copied sliver fall into distinct sets of L1.
-inline std::size_t CopyStride(std::size_t kc) {
-  const std::size_t line_floats = detail::MachineCaches().line / sizeof(float);
-  const std::size_t stride = RoundUp(kc, line_floats);
-  return stride / line_floats % 2 ? stride : stride + line_floats;
-}
-
 struct SliceOfA {
   const detail::GemmArgs& g;
   const float* copied_a;  // null: read in place
@@ -578,7 +570,8 @@ void GemmSlices(const detail::GemmArgs& g, Sweep sweep,
   const bool row_chunks = RunsRowChunks(g, sweep, depth);
   const GemmGrid grid(g, depth, row_chunks, sweep);
   const bool copy_a = !row_chunks && CopiesA(g, depth, grid.nc / TileCols());
-  const std::size_t copy_stride = CopyStride(depth);
+  // The rows of a copied sliver in distinct sets of L1.
+  const std::size_t copy_stride = detail::OddLinesStride(depth);
   GemmEpilogue first = GemmEpilogue::First(g);
   first.stream_c = !row_chunks && StreamsC(g, stream_c_bytes);
   const auto multiply = [&](std::size_t task, std::size_t p0,
