@@ -10,9 +10,10 @@
 //   softmax         down the columns of S^T, one query per lane: the block
 //                   max and sum are element-wise over key rows, no
 //                   horizontal reduction; 2^(s - max) by exp2-inl.h;
-//   O = c O + P V   P^T is already a panel of A (12 queries contiguous per
-//                   key), V rows are read in place as B; the epilogue
-//                   rescales a row of O only when its max changed (c != 1).
+//   O = c O + P V   P^T is written by the softmax as packed slivers of A
+//                   (12 queries contiguous per key), V rows are read in
+//                   place as B; the epilogue rescales a row of O only when
+//                   its max changed (c != 1).
 //
 // The mode is a compile-time choice: Fused keeps the scores in one block of
 // per-thread scratch (memory O(rows x block), never O(q_len x kv_len));
@@ -59,7 +60,8 @@ struct WithWeights {};  // also written to the caller's weights output
 
 // Query rows per task: 128 (a multiple of the panel width) balances the
 // packing of Q^T and the rescaling of O against the L2 footprint of a key
-// block: S^T is 128 x 256 floats (128 KiB), O 128 x head_dim.
+// block: S^T and P^T are 128 x 256 floats each (128 KiB), O 128 x
+// head_dim.
 inline std::size_t PrefillRows() { return RoundUp(128, TileCols()); }
 // Keys per block.
 constexpr std::size_t kKeyBlock = 256;
@@ -90,6 +92,14 @@ class PrefillTile {
     using detail::ThreadScratch;
     queries_ = ThreadScratch(ScratchSlot::kQueryPanels, dim_ * ld_);
     scores_ = ThreadScratch(ScratchSlot::kScoresT, kKeyBlock * score_stride_);
+    // A sliver past the last and a vector before the first: the masked
+    // stores of ExponentiateColumns address whole vectors around them.
+    const std::size_t lanes = hn::Lanes(FloatTag());
+    prob_slivers_ =
+        ThreadScratch(
+            ScratchSlot::kProbSlivers,
+            (RoundUp(ld_, kTileRows) + kTileRows) * kKeyBlock + lanes) +
+        lanes;
     outputs_ = ThreadScratch(ScratchSlot::kOutputRows, ld_ * ldo_);
     value_panels_ = dim_ % nr_ == 0 ? nullptr
                                     : ThreadScratch(ScratchSlot::kValuePanels,
@@ -236,12 +246,14 @@ class PrefillTile {
 
   // S^T's rows lie an odd number of cache lines apart (OddLinesStride). The
   // softmax reads S^T down a column of vectors (a row a step, kKeyBlock
-  // rows), and P V down a sliver's columns: rows 8 lines apart (128
-  // queries) put such a strip's lines in 8 of L1's 64 sets, room for 96 of
-  // its 256 (12 ways), so each pass over it came from L2. Sapphire Rapids
-  // VM, 1 thread, one process alternating (medians of 15): b1 h8 L4096 hd64
-  // 1.023x and 1.009x in two runs, b8 h12 L128 (S3's core) 1.011x and
-  // 1.029x, b1 h25 L1024 causal 1.023x; S3's forward 1.02x, S2's 1.00x.
+  // rows): rows 8 lines apart (128 queries) put such a strip's lines in 8
+  // of L1's 64 sets, room for 96 of its 256 (12 ways), so each pass over it
+  // came from L2. Sapphire Rapids VM, 1 thread, one process alternating
+  // (medians of 15), when P V also read S^T down a sliver's columns: b1 h8
+  // L4096 hd64 1.023x and 1.009x in two runs, b8 h12 L128 (S3's core)
+  // 1.011x and 1.029x, b1 h25 L1024 causal 1.023x; S3's forward 1.02x,
+  // S2's 1.00x. With P in slivers (ExponentiateColumns), against rows
+  // ld_ apart: L4096 1.023x, S3's core 1.04x.
   float* ScoreRow(std::size_t j) const { return scores_ + j * score_stride_; }
 
   // Rows of a key block as fp32: row j at first + j * token.
@@ -517,16 +529,60 @@ class PrefillTile {
     return hn::Max(hn::Max(m0, m1), hn::Max(m2, m3));
   }
 
-  // S^T's columns [c, c + lanes) over the block's n key rows become P^T =
-  // 2^(S^T - shift) in place; returns their sum.
+  // P^T = 2^(S^T - shift) for S^T's columns [c, c + lanes) over the
+  // block's n key rows, stored into the slivers that hold those rows
+  // (ProbSliver); returns their sum.
+  //
+  // P V reads P^T as a packed panel of A, its kTileRows queries of a key
+  // contiguous; read in place from S^T instead, a step's 12 queries (48
+  // bytes) straddled lines of rows an odd number of lines apart, and a
+  // sliver of 256 keys spread over 16-32 KiB, with V's 64 KiB, past L1.
+  // Sapphire Rapids VM, 1 thread, one process alternating (medians of
+  // 7-9): b1 h8 L4096 hd64 1.025x and 1.047x on 2 threads, b8 h12 L128
+  // (S3's core) 1.037x and 1.041x on 2, b1 h8 L128 1.056x, b1 h25 L1024
+  // causal 1.017x, S1's core (b2 h8 L10) 1.00x. V packed per block too
+  // (both operands packed, as a synthetic P V ran 17% faster than in
+  // place): 0.98-0.99x of P packed alone.
+  //
+  // A vector of columns reaches two slivers at most where it is no wider
+  // than one (every target but SVE beyond 512 bits): a masked store for
+  // each, their masks made once per vector, not per key. (Made per key,
+  // L4096 ran 0.97x as fast as before the slivers.)
   FloatVec ExponentiateColumns(std::size_t c, std::size_t n,
                                FloatVec shift) const {
     const FloatTag d;
+    const std::size_t lanes = hn::Lanes(d);
+    const std::size_t s = c / kTileRows, offset = c % kTileRows;
+    if (offset + lanes <= 2 * kTileRows) {
+      const auto in_first = hn::FirstN(d, kTileRows - offset);
+      const auto in_second = hn::Not(in_first);
+      float* first = ProbSliver(s) + offset;
+      float* second = ProbSliver(s + 1) + offset - kTileRows;
+      return Exponentiate(c, n, shift, [&](std::size_t j, FloatVec p) {
+        hn::BlendedStore(p, in_first, d, first + j * kTileRows);
+        hn::BlendedStore(p, in_second, d, second + j * kTileRows);
+      });
+    }
+    return Exponentiate(c, n, shift, [&](std::size_t j, FloatVec p) {
+      for (std::size_t t = s; t * kTileRows < c + lanes; ++t) {
+        const std::size_t from = std::max(c, t * kTileRows) - c;
+        const std::size_t to = std::min(c + lanes, (t + 1) * kTileRows) - c;
+        hn::BlendedStore(p, hn::AndNot(hn::FirstN(d, from), hn::FirstN(d, to)),
+                         d, ProbSliver(t) + j * kTileRows + c - t * kTileRows);
+      }
+    });
+  }
+
+  // 2^(S^T - shift) for S^T's columns [c, c + lanes) over the block's n key
+  // rows, handed to store(j, p) key row by key row; returns their sum.
+  template <class Store>
+  HWY_INLINE FloatVec Exponentiate(std::size_t c, std::size_t n, FloatVec shift,
+                                   const Store& store) const {
+    const FloatTag d;
     const auto exponentiate = [&](std::size_t j) {
-      float* row = ScoreRow(j) + c;
       const FloatVec p =
-          Exp2OfNonPositive(d, hn::Sub(hn::LoadU(d, row), shift));
-      hn::StoreU(p, d, row);
+          Exp2OfNonPositive(d, hn::Sub(hn::LoadU(d, ScoreRow(j) + c), shift));
+      store(j, p);
       return p;
     };
     FloatVec sum0 = hn::Zero(d), sum1 = sum0;
@@ -539,10 +595,16 @@ class PrefillTile {
     return hn::Add(sum0, sum1);
   }
 
+  // Sliver s of P^T (task rows [s kTileRows, (s + 1) kTileRows)): key j's
+  // probabilities at j * kTileRows.
+  float* ProbSliver(std::size_t s) const {
+    return prob_slivers_ + s * kTileRows * kKeyBlock;
+  }
+
   // The online softmax over the block's n key rows of S^T, one query per
-  // lane: new max, P^T = 2^(S^T - max) in place, sum, and the correction
-  // 2^(old max - new max) of each row's O (exactly 1 where the max did not
-  // change). Returns whether any row needs its O rescaled.
+  // lane: new max, P^T = 2^(S^T - max) into its slivers, sum, and the
+  // correction 2^(old max - new max) of each row's O (exactly 1 where the
+  // max did not change). Returns whether any row needs its O rescaled.
   bool SoftmaxStep(std::size_t n) {
     const FloatTag d;
     const std::size_t lanes = hn::Lanes(d);
@@ -612,7 +674,7 @@ class PrefillTile {
             const std::size_t row0 = r0 + first;
             for (std::size_t p = 0; p * nr_ < dim_; ++p) {
               MultiplyTile<decltype(height)::value>(
-                  depth, StepsA{scores_ + row0, score_stride_},
+                  depth, StepsA{ProbSliver(r0 / kTileRows) + first, kTileRows},
                   panels + p * panel_stride, step_stride,
                   [&](std::size_t r, FloatVec v0, FloatVec v1) {
                     const std::size_t row = row0 + r;
@@ -654,7 +716,8 @@ class PrefillTile {
       if (rescale) {
         for (std::size_t c = 0; c < dim_; ++c) o[c] *= correction_[r];
       }
-      for (std::size_t j = 0; j < n; ++j) p[j] = ScoreRow(j)[r];
+      const float* sliver = ProbSliver(r / kTileRows) + r % kTileRows;
+      for (std::size_t j = 0; j < n; ++j) p[j] = sliver[j * kTileRows];
       detail::AddVisibleValues(
           a_, task_.query(r), j0, detail::VisibleIn(marks_.end(r), j0, n),
           values.first, values.token, p.data(), o, 0, dim_);
@@ -709,6 +772,7 @@ class PrefillTile {
   const std::size_t ldo_;           // floats per O row: head_dim, whole panels
   std::size_t min_end_;
   float *queries_, *scores_, *outputs_, *value_panels_;
+  float* prob_slivers_;  // P^T in slivers of kTileRows rows (ProbSliver)
   float *key_block_ = nullptr, *value_block_ = nullptr;  // widened K, V
   float* bias_rows_ = nullptr;  // the bias of a vector of rows (AddBias)
   float *max_, *sum_, *correction_, *relative_end_;

@@ -11,7 +11,8 @@ namespace mha::detail {
 enum class ScratchSlot {
   kGemmB,        // a packed B block of the GEMM
   kQueryPanels,  // an attention task's queries, scaled (Q^T panels)
-  kScoresT,      // its logits, then probabilities, of one key block
+  kScoresT,      // its logits of one key block (S^T)
+  kProbSlivers,  // their probabilities, in slivers of the P V tile's rows
   kOutputRows,   // its unnormalized outputs (O)
   kValuePanels,  // a key block's V packed into panels (ragged head_dim)
   kRowState,     // its rows' softmax state (max, sum, corrections)
