@@ -211,7 +211,8 @@ TEST(FusedAttentionMemory, LongCausalPrefillHoldsLittleMemory) {
     mha::attention(shape, qkv.data(), layout, qkv.data(), layout, qkv.data(),
                    layout, out.data(), layout, mask);
   });
-  EXPECT_LT(peak, 16ll << 20) << "bytes";  // 415 KB on 2 Zen 5 threads
+  // 1.2 MB on 2 Sapphire Rapids threads (with P^T's slivers, 147 KB each).
+  EXPECT_LT(peak, 16ll << 20) << "bytes";
   EXPECT_EQ(out.front(), 0.5f);
   EXPECT_NEAR(out.back(), 0.5f, 1e-6f);
 }
