@@ -556,8 +556,8 @@ class PrefillTile {
     if (offset + lanes <= 2 * kTileRows) {
       const auto in_first = hn::FirstN(d, kTileRows - offset);
       const auto in_second = hn::Not(in_first);
-      float* first = ProbSliver(s) + offset;
-      float* second = ProbSliver(s + 1) + offset - kTileRows;
+      float* first = SliverColumns(s, c);
+      float* second = SliverColumns(s + 1, c);
       return Exponentiate(c, n, shift, [&](std::size_t j, FloatVec p) {
         hn::BlendedStore(p, in_first, d, first + j * kTileRows);
         hn::BlendedStore(p, in_second, d, second + j * kTileRows);
@@ -568,7 +568,7 @@ class PrefillTile {
         const std::size_t from = std::max(c, t * kTileRows) - c;
         const std::size_t to = std::min(c + lanes, (t + 1) * kTileRows) - c;
         hn::BlendedStore(p, hn::AndNot(hn::FirstN(d, from), hn::FirstN(d, to)),
-                         d, ProbSliver(t) + j * kTileRows + c - t * kTileRows);
+                         d, SliverColumns(t, c) + j * kTileRows);
       }
     });
   }
@@ -599,6 +599,12 @@ class PrefillTile {
   // probabilities at j * kTileRows.
   float* ProbSliver(std::size_t s) const {
     return prob_slivers_ + s * kTileRows * kKeyBlock;
+  }
+
+  // Where lane i of a vector of task rows from c would go for key 0 if row
+  // c + i were in sliver s: row c + i's own place where it is.
+  float* SliverColumns(std::size_t s, std::size_t c) const {
+    return ProbSliver(s) + c - s * kTileRows;
   }
 
   // The online softmax over the block's n key rows of S^T, one query per
@@ -716,7 +722,7 @@ class PrefillTile {
       if (rescale) {
         for (std::size_t c = 0; c < dim_; ++c) o[c] *= correction_[r];
       }
-      const float* sliver = ProbSliver(r / kTileRows) + r % kTileRows;
+      const float* sliver = SliverColumns(r / kTileRows, r);
       for (std::size_t j = 0; j < n; ++j) p[j] = sliver[j * kTileRows];
       detail::AddVisibleValues(
           a_, task_.query(r), j0, detail::VisibleIn(marks_.end(r), j0, n),
