@@ -17,12 +17,15 @@
 //
 // 9 vector operations per vector on AVX-512 (a compare, vreduceps for f, a
 // subtraction for n, 5 FMAs, vscalefps for 2^n, as in XNNPACK's f32
-// "rr1-p5-scalef" exp but for the reduction); 13 elsewhere, where 2^n is
-// built in the exponent bits. With f by vreduceps rather than x - round(x)
-// (vrndscaleps, 2 uops) and without the clamp of -inf that the rounding
-// needed, a loop of exponentials ran 1.2x as fast (Sapphire Rapids), with
-// the same results; the fused attention core, one process per build
-// alternating (medians of 7-9, 1 thread): b1 h8 L4096 hd64 1.007x and
+// "rr1-p5-scalef" exp but for the reduction); 12 elsewhere, where 2^n is
+// built in the exponent bits (13 before n and its bits came from one
+// addition: the AVX2 target's attention core on Sapphire Rapids, b1 h8 L4096,
+// b8 h12 L128 and b1 h25 L1024 causal, ran 1.047x, 1.064x and 1.055x as fast,
+// one process per build alternating, medians of 7). With f by vreduceps rather
+// than x - round(x) (vrndscaleps, 2 uops) and without the clamp of -inf that
+// the rounding needed, a loop of exponentials ran 1.2x as fast (Sapphire
+// Rapids), with the same results; the fused attention core, one process per
+// build alternating (medians of 7-9, 1 thread): b1 h8 L4096 hd64 1.007x and
 // 1.034x, b8 h12 L128 1.022x, b1 h25 L1024 causal 0.971x and 1.011x.
 // Rejected: f = x - floor(x) in [0, 1), vscalefps taking 2^floor(x) from x
 // itself (2 operations fewer still): f rounds where x is just below an
@@ -62,7 +65,15 @@ HWY_INLINE V Exp2OfNonPositive(D d, V x) {
 #else
   // n + 127 must stay a valid biased exponent: -127 gives bits 0, exactly 0.
   x = hn::IfThenElse(normal, x, hn::Set(d, -127.0f));
-  const V n = hn::Round(x);
+  // x + 1.5 * 2^23 + 127 rounds to an integer (floats from 2^23 on are), and
+  // its low mantissa bits are n + 127, the biased exponent of 2^n: one
+  // addition for n and its bits, where rounding (2 uops on Intel) and a
+  // conversion took three operations. A tie (x = k + 1/2) goes to whichever
+  // of k and k + 1 makes the sum even: f = 1/2 or -1/2, both in the
+  // polynomial's range.
+  const V magic = hn::Set(d, 12582912.0f + 127.0f);
+  const V biased_n = hn::Add(x, magic);
+  const V n = hn::Sub(biased_n, magic);
   const V f = hn::Sub(x, n);
 #endif
   // 2^f = 1 + f (c1 + f (c2 + ...)): the constant term exactly 1, so that
@@ -78,8 +89,8 @@ HWY_INLINE V Exp2OfNonPositive(D d, V x) {
   return V{_mm512_maskz_scalef_ps(normal.raw, p.raw, n.raw)};
 #else
   const hn::RebindToSigned<D> di;
-  const auto biased = hn::Add(hn::ConvertTo(di, n), hn::Set(di, 127));
-  return hn::Mul(p, hn::BitCast(d, hn::ShiftLeft<23>(biased)));
+  return hn::Mul(p,
+                 hn::BitCast(d, hn::ShiftLeft<23>(hn::BitCast(di, biased_n))));
 #endif
 }
 
