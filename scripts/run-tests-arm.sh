@@ -75,7 +75,8 @@ run_on() {
   # processes of that CI run). The same test passed 80 times in a row under
   # the same CPU, a short threaded one 600 times, and the code it ran is the
   # x86 targets' (no SVE-specific source), which AddressSanitizer checks. A
-  # test that fails for a reason of ours fails twice.
+  # deterministic failure still fails CI; an intermittent one leaves its
+  # first run's failure in the log.
   QEMU_CPU=$cpu ctest --test-dir build-arm -j2 --output-on-failure \
     --repeat until-pass:2 -E "${excluded}" "$@"
   covered="${covered} ${targets}"
