@@ -69,8 +69,8 @@ run_on() {
   echo "run-tests-arm: ${description}: targets ${targets}"
   # A failed test runs once more, its first run's output kept in the log:
   # qemu-user 7.2 (Debian 12) once killed a test process with SIGSEGV after
-  # the test had passed and gtest had printed its summary, at exit, where
-  # oneTBB's worker threads end beside the main thread's exit_group
+  # the test had passed and gtest had printed its summary, at exit (where,
+  # we suppose, oneTBB's worker threads were still ending; not confirmed)
   # (EveryBlockingBoundary on SVE2 at 512 bits, 1 of some 500 emulated test
   # processes of that CI run). The same test passed 80 times in a row under
   # the same CPU, a short threaded one 600 times, and the code it ran is the
