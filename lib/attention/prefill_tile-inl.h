@@ -4,7 +4,8 @@
 // online softmax (FlashAttention). Transposed, so that both products run on
 // the GEMM micro-kernel with nothing packed per key block:
 //
-//   S^T = K Q^T     keys broadcast straight from K (12 a tile), Q^T packed
+//   S^T = K Q^T     keys broadcast straight from K (6 a tile against two
+//                   panels of Q^T, or 12 against one), Q^T packed
 //                   once per task as the vector operand, pre-scaled by
 //                   scale * log2(e): the logits come out in base 2;
 //   softmax         down the columns of S^T, one query per lane: the block
@@ -308,8 +309,8 @@ class PrefillTile {
     // K's block is checked before it is multiplied (by the first of the
     // head's query tiles that reads it: block_checks.h): the check reads it
     // row after row, a stream the hardware prefetchers follow, where the tiles'
-    // 12 interleaved rows (512 bytes each at head_dim 128) are too short for
-    // them, and every line of K from DRAM stalled the FMAs. 16 queries over
+    // 6 or 12 interleaved rows (512 bytes each at head_dim 128) are too short
+    // for them, and every line of K from DRAM stalled the FMAs. 16 queries over
     // 2048 keys (b4 h32 kvh8 d128, 64 MB of K and V), Zen 5, GFLOP/s: 161 ->
     // 191 on 1 thread, 317 -> 373 on 2. With K from L3, 1 thread / 2: b8
     // h12 L128 (S3's core) 165 -> 185 / 375 -> 381, b4 h16 L512 causal 160
@@ -326,36 +327,56 @@ class PrefillTile {
     const bool bias = a_.mask.bias != nullptr;
     if (bias && j0 == task_.key_begin) PrefetchBias(j0, 0, task_.q_count);
     std::size_t bias_fetched = 0;
-    const auto tiles_of_vectors = [&](auto vecs) {
-      ForTilePieces(n, [&](auto height, std::size_t first) {
+    // Tiles of up to max_rows keys against `panels` panels of Q^T (of `vecs`
+    // vectors each) at a time, over S^T's columns [c_begin, c_end).
+    const auto tiles = [&](auto max_rows, auto panels, auto vecs,
+                           std::size_t c_begin, std::size_t c_end) {
+      constexpr std::size_t kPanels = decltype(panels)::value;
+      constexpr std::size_t kVecs = decltype(vecs)::value;
+      const std::size_t width = kPanels * q_cols_;
+      ForTilePieces<decltype(max_rows)::value>(n, [&](auto height,
+                                                      std::size_t first) {
         if (bias) {
           const std::size_t done = first + height();
           bias_fetched = PrefetchBias(j0 + kKeyBlock, bias_fetched,
                                       (task_.q_count * done + n - 1) / n);
         }
         // Every row sees the tile's first key before min_end_: only tiles
-        // past it look up their panel's end (a max over 32 rows, once per
+        // past it look up their panels' end (a max over 32 rows, once per
         // tile and panel, was 2.6% of this function at L4096; skipping it
         // there: b1 h8 L4096 1.02x, b8 h12 L128 1.015x, Zen 5, 1 thread).
         const bool all_see_first = j0 + first < min_end_;
-        for (std::size_t c0 = 0; c0 < ld_; c0 += q_cols_) {
-          if (!all_see_first && j0 + first >= EndOfRows(c0, q_cols_)) continue;
-          MultiplyTile<decltype(height)::value, decltype(vecs)::value>(
-              dim_, RowsA{keys.Row(first), keys.token}, QueryPanel(c0), q_cols_,
-              [&](std::size_t r, FloatVec v0, FloatVec v1) {
-                float* row = ScoreRow(first + r) + c0;
+        for (std::size_t c0 = c_begin; c0 < c_end; c0 += width) {
+          if (!all_see_first && j0 + first >= EndOfRows(c0, width)) continue;
+          MultiplyPanels<decltype(height)::value, kPanels, kVecs>(
+              dim_, RowsA{keys.Row(first), keys.token}, QueryPanel(c0),
+              dim_ * q_cols_, q_cols_,
+              [&](std::size_t panel, std::size_t r, FloatVec v0, FloatVec v1) {
+                float* row = ScoreRow(first + r) + c0 + panel * q_cols_;
                 hn::StoreU(v0, d, row);
-                if constexpr (decltype(vecs)::value == 2) {
-                  hn::StoreU(v1, d, row + lanes);
-                }
+                if constexpr (kVecs == 2) hn::StoreU(v1, d, row + lanes);
               });
         }
       });
     };
+    using One = std::integral_constant<std::size_t, 1>;
+    using Two = std::integral_constant<std::size_t, 2>;
+    using TileRows = std::integral_constant<std::size_t, kTileRows>;
     if (q_cols_ == lanes) {
-      tiles_of_vectors(std::integral_constant<std::size_t, 1>());
+      tiles(TileRows(), One(), One(), 0, ld_);
+    } else if constexpr (kWideTileIs6x4) {
+      // Pairs of Q^T panels by the 6 x 4 tile: 10 loads per 24 FMAs where
+      // 12 x 2 has 14 (a synthetic K Q^T: 88% of the FMA peak against 85%).
+      // Sapphire Rapids VM, 1 thread, one process alternating (medians of
+      // 7): b1 h8 L4096 1.043x and 1.056x, 2 threads 1.038x and 1.036x; b8
+      // h12 L128 (S3's core) 1.004x and 1.009x; b1 h25 L1024 causal 1.004x
+      // and 1.012x. (P V by the 6 x 4 tile over both panels of V: 0.96x.)
+      const std::size_t paired = ld_ / (2 * q_cols_) * 2 * q_cols_;
+      tiles(std::integral_constant<std::size_t, kWideTileRows>(), Two(), Two(),
+            0, paired);
+      tiles(TileRows(), One(), Two(), paired, ld_);  // a lone last panel
     } else {
-      tiles_of_vectors(std::integral_constant<std::size_t, kTileVecs>());
+      tiles(TileRows(), One(), Two(), 0, ld_);
     }
     if (!keys_finite) PoisonRowsSeeingBadKeys(keys, j0, n);
     if (j0 + n > min_end_) HideKeysPastEnds(j0, n);
