@@ -372,9 +372,13 @@ class PrefillTile {
       // h12 L128 (S3's core) 1.004x and 1.009x; b1 h25 L1024 causal 1.004x
       // and 1.012x. (P V by the 6 x 4 tile over both panels of V: 0.96x.)
       const std::size_t paired = ld_ / (2 * q_cols_) * 2 * q_cols_;
-      tiles(std::integral_constant<std::size_t, kWideTileRows>(), Two(), Two(),
-            0, paired);
-      tiles(TileRows(), One(), Two(), paired, ld_);  // a lone last panel
+      if (paired > 0) {
+        tiles(std::integral_constant<std::size_t, kWideTileRows>(), Two(),
+              Two(), 0, paired);
+      }
+      if (paired < ld_) {  // a lone last panel
+        tiles(TileRows(), One(), Two(), paired, ld_);
+      }
     } else {
       tiles(TileRows(), One(), Two(), 0, ld_);
     }
