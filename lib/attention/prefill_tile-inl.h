@@ -64,7 +64,12 @@ struct WithWeights {};  // also written to the caller's weights output
 // block: S^T and P^T are 128 x 256 floats each (128 KiB), O 128 x
 // head_dim.
 inline std::size_t PrefillRows() { return RoundUp(128, TileCols()); }
-// Keys per block.
+// Keys per block. Sapphire Rapids VM, b1 h8 L4096 hd64, 1 thread, against
+// 256 (one process alternating, medians of 9): 128 keys 0.969x, causal
+// 0.964x; 192 0.949x and 0.962x (both also checking K and V again per
+// query tile: SharedBlockChecks keeps whole blocks of 256); 512 (S^T and
+// P^T of 256 KiB each, two builds alternating process by process) 0.987x
+// and 0.990x.
 constexpr std::size_t kKeyBlock = 256;
 
 // K and V are stored as KV (float, BF16 or F16).
@@ -543,7 +548,10 @@ class PrefillTile {
   // waited on each vmaxps or vaddps in turn, n times per vector. Zen 5, 1
   // thread, the attention core alternating in one process, nine pairs of
   // runs, none slower: b1 h8 L128 1.007-1.027x, b8 h12 L128 1.002-1.011x,
-  // b1 h8 L1024 1.004-1.007x, L4096 1.001x.
+  // b1 h8 L1024 1.004-1.007x, L4096 1.001x. What taking the max in K Q^T's
+  // epilogue instead could save is bounded by skipping this pass altogether
+  // (each block's first row as its max: wrong results, for timing only):
+  // Sapphire Rapids VM, 1 thread, L4096 1.015x, b8 h12 L128 1.011x.
   FloatVec BlockMax(std::size_t c, std::size_t n) const {
     const FloatTag d;
     FloatVec m0 = hn::Set(d, kNegInf), m1 = m0, m2 = m0, m3 = m0;
@@ -673,6 +681,9 @@ class PrefillTile {
   // wide tile over both panels of head_dim 64 (6 rows, V's row read once
   // per tile rather than once per panel) was not kept: Zen 4, 1 thread, in
   // one process, 0.98x at b8 h12 L128, 1.00x at b1 h8 L128, 1.01x at L1024.
+  // Slivers inside panels, V's panel (32 KiB at head_dim 64) then kept in
+  // L1 across the slivers and P^T read once per panel, was not kept either:
+  // Sapphire Rapids VM, 1 thread, L4096 1.003x, b8 h12 L128 0.985x.
   template <bool kFirst, bool kToOutputs>
   bool AccumulateValues(std::size_t j0, std::size_t n, bool rescale) {
     const BlockRows values =

@@ -102,7 +102,10 @@ inline const GemmBlocking& Blocking() {
 // slices as deep as B's panels allow in half of L2. Zen 4, 1 thread,
 // GFLOP/s at kc 336 (half of L1) and at this one: 2048 x 64 x 2048 100 and
 // 109 (kc 2048); 2048 x 96 x 2048 96 and 104 (1360); 2048 x 32 x 2048 82
-// and 95 (4096).
+// and 95 (4096). Sapphire Rapids VM, slices capped at 1024 steps (one
+// process alternating): 1 thread 0.94-1.06x (4096 x 64 x 4096 0.939x), 2
+// threads 0.96-1.07x, where products of k <= 1024, which the cap leaves
+// alone, moved by up to 8%; at 512 steps 1 thread 0.88-1.06x.
 constexpr std::size_t kNarrowPanels = 3;
 
 // The deepest slice of k for the sweep by pairs of panels (gemm-inl.h):
@@ -116,7 +119,10 @@ constexpr std::size_t kNarrowPanels = 3;
 // 251. 2048^3: 222, pair sweep at kc 688 229, at 1024 232 (oneDNN 217).
 // Zen 4, A tile in half of L1 (kc 680) and in 3/4 (kc 1024), % of the FMA
 // peak on 1 thread (oneDNN beside them): 1024 x 768 x 768 90 and 94 (94-96),
-// 1024^3 89 and 93 (90-91), 2048^3 89 and 92 (90).
+// 1024^3 89 and 93 (90-91), 2048^3 89 and 92 (90). Sapphire Rapids VM
+// (48 KiB L1, 2 MiB L2: 1536 steps, k 2048 in two slices), 1 thread, one
+// process alternating, 1024^3, 2048 x 1024 x 1024 and 2048^3: slices of
+// 512 steps 0.958-0.973x, of 2048 0.995-1.012x.
 inline std::size_t SweepDepth() {
   const detail::CacheSizes& caches = detail::MachineCaches();
   const std::size_t a_tile_depth =
@@ -131,6 +137,9 @@ inline std::size_t SweepDepth() {
 // steps deep, in whole wide tiles: a quarter of L2, beside the task's B
 // block in half of it, so that every pair reads the chunk from L2. Zen 5,
 // 2048 x 1024 x 1024 at kc 1024: chunks of 60 to 192 rows within 1%.
+// Sapphire Rapids VM (2 MiB L2), 1 thread, 1024^3, 2048 x 1024 x 1024 and
+// 2048^3, one process alternating: half the chunk 1.004-1.012x, twice it
+// 0.986-0.991x.
 inline std::size_t SweepRows(std::size_t kc) {
   const std::size_t rows =
       detail::MachineCaches().l2 / 4 / (kc * sizeof(float));

@@ -282,7 +282,10 @@ inline void CopyA(const detail::GemmArgs& g, std::size_t p0, std::size_t kc,
 //   (k 768 or less on Zen 5) it did not pay: d 512, L 20 0.97x / 0.99x,
 //   L 64 1.00x / 1.01x; d 768, L 20 0.96x / 1.06x. B packed by the product
 //   keeps the bound on rows: packing it for few rows lost (16 x 4096 x 4096
-//   0.87x) or barely paid (64 rows 1.02x / 1.04x).
+//   0.87x) or barely paid (64 rows 1.02x / 1.04x). From 48 rows where B is
+//   pre-packed (S2's 128-row projections by pairs), Sapphire Rapids VM, S2's
+//   forward, one process alternating, four runs: 0.98-1.05x on 1 thread,
+//   0.93-1.01x on 2, separate inputs and self-attention: not kept.
 constexpr bool kHasPairSweep = kWideTileIs6x4;
 constexpr std::size_t kSweepPairsMinRows = kPackBReuse * kTileRows;
 
@@ -328,7 +331,10 @@ inline bool RunsRowChunks(const detail::GemmArgs& g, Sweep sweep,
 // panel goes by slivers. C's rows from c. With few rows (a 64-token prompt
 // through d_model 4096) the first tile of each pair reads it from DRAM;
 // asking for the next pair a share per tile, into L2 or L1, ran 0.96-0.99x
-// (Zen 5, the layer's forward, one process alternating).
+// (Zen 5, the layer's forward, one process alternating). Each tile asking
+// for its pair's lines 4, 8 or 16 steps ahead into L1 (four prefetches a
+// step) ran 0.96-0.99x (Sapphire Rapids VM, 1024^3 to 2048^3, 1 thread):
+// the hardware already keeps the pair's two streams ahead of the tile.
 //
 // The loops are plain loops in one function, the tile inlined: the same
 // sweep through ForTilePieces and SliceOfA::With per tile (a call per

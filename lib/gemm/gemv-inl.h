@@ -445,6 +445,11 @@ inline void Gemv(const detail::GemmArgs& g) {
   const std::size_t lanes = hn::Lanes(FloatTag());
   constexpr std::size_t kTasksWanted = 4, kMinRange = 256;
   const std::size_t full = g.n / lanes * lanes;  // the rest is a scalar tail
+  // Chunks as wide as half of L1 holds sums for. A third of that (2048
+  // columns on a 48 KiB L1, 1 x 4096 x 1024 and 1 x 4096 x 4096 in two
+  // chunks of two ranges of k, from four ranges): 2 threads 1.054-1.057x
+  // but 1 thread 0.953-0.958x (Sapphire Rapids VM, B from L3). The width
+  // sets how k is split, so it cannot follow the thread count.
   const std::size_t max_width =
       std::max(lanes, detail::MachineCaches().l1d / 2 / (g.m * sizeof(float)) /
                           lanes * lanes);
@@ -463,7 +468,9 @@ inline void Gemv(const detail::GemmArgs& g) {
   // KiB ahead read 15.0-16.1 GB/s where no prefetch read 19.1-20.8
   // (cblas_sgemv 19.2-21.3) on 1 thread, 26.8 and 29.5-32.1 (29.7-31.4) on
   // 2; 1 KiB ahead 16.4-16.7; 256 bytes ahead as none. Zen 5 (48 KiB, 12
-  // ways): above.
+  // ways): above. Sapphire Rapids VM (48 KiB, 12 ways), B from L3, 1 x 4096
+  // x 1024 and 1 x 4096 x 4096: 0.75, 3 or 6 KiB ahead, or none, all within
+  // 1% of 1.5 KiB on 1 and 2 threads.
   const bool prefetch = detail::StreamingPrefetchPays();
   const bool walk = g.m > kGemvRows;
   detail::PooledBuffer steps(walk ? g.k * kWalkRows : 0);

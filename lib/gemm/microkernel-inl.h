@@ -127,6 +127,9 @@ MHA_TILE_KERNEL void MultiplyPanels(std::size_t depth, const AOperand& a,
 #undef MHA_DECLARE_ROW
   // Unrolled so that the loop's own instructions do not compete with the
   // 2 kPanels loads, kRows broadcasts and 2 kPanels kRows FMAs of a step.
+  // Unrolled by 8: 0.966-0.972x at 1024^3, 2048 x 1024 x 1024 and 2048^3,
+  // 0.999x at 1024 x 768 x 768 (Sapphire Rapids VM, 1 thread, two builds
+  // alternating).
 #pragma GCC unroll 4
   for (std::size_t p = 0; p < depth; ++p) {
     const BElement* HWY_RESTRICT b_step = b + p * b_stride;
