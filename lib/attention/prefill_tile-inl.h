@@ -215,7 +215,10 @@ class PrefillTile {
   // and its first key block's K and V rows prefetched into L1 before this
   // ran 0.93x as fast at S1's core (b2 h8 L10: the rows were in L1 or L2
   // already), Q alone 0.97x; the next task's Q, K and V asked into L2 at
-  // the start of each task, 1.00x at S3's core (b8 h12 L128).
+  // the start of each task, 1.00x at S3's core (b8 h12 L128). Sapphire
+  // Rapids VM, 1 thread, the next task's Q and first K and V rows asked
+  // into L2 a share per tile of the last block: S3's core 1.003x, b1 h8
+  // L128 0.977x, L4096 1.001x.
   static constexpr std::size_t kQueryPrefetchRows = 8;
   void PackQueries() {
     const float scale2 = a_.scale * kLog2e;
@@ -595,7 +598,13 @@ class PrefillTile {
   // A vector of columns reaches two slivers at most where it is no wider
   // than one (every target but SVE beyond 512 bits): a masked store for
   // each, their masks made once per vector, not per key. (Made per key,
-  // L4096 ran 0.97x as fast as before the slivers.)
+  // L4096 ran 0.97x as fast as before the slivers.) These stores, which
+  // mostly straddle lines, are not what bounds the softmax: one aligned
+  // store instead (wrong results, for timing) ran 0.99x at L4096 and 0.97x
+  // at S3's core; nor is P^T's trip through L2: the softmax and P V taken
+  // in groups of 48 or 96 rows, each group's slivers read back from L1,
+  // 1.00x at L4096, 0.98-1.005x at S3's core (Sapphire Rapids VM, 1
+  // thread).
   FloatVec ExponentiateColumns(std::size_t c, std::size_t n,
                                FloatVec shift) const {
     const FloatTag d;
