@@ -232,7 +232,14 @@ struct SliceOfA {
 // 2048 x 80 x 2048 4% faster; 2048 x 96 x 2048 within 2%. The 2 x 4 wide
 // tile of 16-register targets pays only where 12 rows would thrash L1.
 // Zen 4 (8-way L1), 2048 x 64 x 2048, kc 2048: 110 against 102 on 1
-// thread, 217 against 202 on 2.
+// thread, 217 against 202 on 2. The Sapphire Rapids VM (the same 48 KiB
+// 12-way L1 as Zen 5, 2 MiB L2) goes the other way, 12 x 2 against 6 x 4,
+// one process alternating, 1 thread / 2 threads: 2048 x 64 x 2048 1.03x /
+// 1.06-1.08x, 4096 x 64 x 4096 0.95x / 1.08x, 1024 x 64 x 1024 1.03x /
+// 1.01x, 2048 x 96 x 2048 1.06x / 1.09x, 2048 x 80 x 2048 0.98x / 0.99x.
+// Nothing the machine reports tells the two apart (the 6 x 4 tile streams
+// twice the B bytes from L2 per FMA: L2 bandwidth, unreported, is the
+// likely difference); a choice timed at run time would be needed.
 inline bool UsesWideTiles(const detail::GemmArgs& g) {
   if (g.trans_a || g.n > kNarrowPanels * TileCols() ||
       SliverRowsThrashL1(g.lda, kWideTileRows)) {
