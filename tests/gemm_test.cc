@@ -288,6 +288,24 @@ TEST_P(GemmTest, BRowsInOneL1Set) {
   }
 }
 
+// B of more floats than L2 holds (k x n), packed from as few slivers as in
+// BRowsInOneL1Set: below that many slivers (in place) and at it, on 1 and 2
+// threads; and B of just as many floats as L2 holds, read in place.
+TEST_P(GemmTest, BBeyondL2) {
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  const std::size_t n = 5 * p.tile_cols + 3;
+  const std::size_t in_l2 = p.in_place_b_max_floats / n, beyond = in_l2 + 1;
+  const auto rows = [&](std::size_t slivers) {
+    return slivers * p.tile_rows - 1;
+  };
+  Check(rows(5), n, beyond, false, false, 1.0f, 0.5f);
+  for (int threads : {1, 2}) {
+    InArena(threads,
+            [&] { Check(rows(6), n, beyond, false, false, 1.0f, 0.5f); });
+  }
+  Check(rows(6), n, in_l2, false, false, 0.5f, 0.0f);
+}
+
 // Rows swept by pairs of packed B panels (targets with the 6 x 4 tile; the
 // others sweep slivers, which EveryBlockingBoundary covers, and skip this:
 // its shapes, sized by the caches, took 25 s per target under a 2 MiB L2):

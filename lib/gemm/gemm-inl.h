@@ -65,9 +65,31 @@ constexpr std::size_t kPackBReuse = 16;
 // over L1's sets, 0.92-0.99x.
 constexpr std::size_t kPackBReuseOneSet = 6;
 
+// B bigger than L2 comes from L3 or DRAM at every call; read in place, a
+// panel's steps are short pieces of rows a whole row of B apart, which the
+// prefetchers follow poorly, where packing reads B's rows in long runs: it
+// then pays from kPackBReuseOneSet slivers too. kPackBReuse was measured with B
+// of 1 MiB, which stays in L2 from one call to the next. Sapphire Rapids VM (2
+// MiB L2), one process alternating, packed from 6 slivers against from 16, 1
+// thread / 2 threads: 128 x 2304 x 768 (the fused Q, K and V projection of
+// d_model 768, 0.63x OpenBLAS before) 1.78x / 1.74x, 72 x 2304 x 768 1.62x
+// / 1.58x, 128 x 1536 x 768 1.36x / 1.19x, 128 x 1536 x 512 1.23x / 1.10x,
+// 128 x 768 x 768 1.10x / 1.03x, 256 x 2304 x 768 (packed before too)
+// 1.00x / 0.99x. Below the bound, 128 x 512 x 768 (1.5 MiB) would have
+// gained 1.24x, 128 x 512 x 512 (1 MiB) 0.97-0.99x on 1 thread and 1.10x on
+// 2; the bound is L2 itself, not a part of it, so that the product that set
+// kPackBReuse stays read in place on machines whose L2 is its B's size. Fewer
+// slivers than kPackBReuseOneSet keep B in place: here 48 x 2304 x 768 would
+// gain 1.5x packed, but Zen 5 ran 48 rows packed at 0.81-1.04x (above), and 24
+// x 1536 x 768 ran 0.86x on 2 threads.
+inline bool BExceedsL2(const detail::GemmArgs& g) {
+  return g.k * g.n * sizeof(float) > detail::MachineCaches().l2;
+}
+
 // The A slivers that make packing B's block pay.
 inline std::size_t PackBReuse(const detail::GemmArgs& g) {
-  return RowsShareOneL1Set(g.ldb) ? kPackBReuseOneSet : kPackBReuse;
+  return RowsShareOneL1Set(g.ldb) || BExceedsL2(g) ? kPackBReuseOneSet
+                                                   : kPackBReuse;
 }
 
 // How one task reaches B's current kc x nc block: panel j at

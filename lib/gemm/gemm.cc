@@ -40,7 +40,8 @@ detail::GemmShapeParams GemmShapeParamsOfTarget() {
           SweepRows(SweepDepth()),
           kPackedGemvRows,
           kWalkRows,
-          WalkMinBFloats()};
+          WalkMinBFloats(),
+          detail::MachineCaches().l2 / sizeof(float)};
 }
 
 }  // namespace HWY_NAMESPACE

@@ -76,6 +76,9 @@ struct GemmShapeParams {
   // The most rows of the walk of B in place past all rows of C, and the
   // fewest floats of B (k x ldb) it takes.
   std::size_t walk_rows, walk_min_b_floats;
+  // The most floats of B (k x n) that the sliver sweep reads in place from
+  // as many slivers as where B's rows share one set of L1 (BExceedsL2).
+  std::size_t in_place_b_max_floats;
 };
 GemmShapeParams GemmShapeParamsForTest();
 
