@@ -306,6 +306,23 @@ TEST_P(GemmTest, BBeyondL2) {
   Check(rows(6), n, in_l2, false, false, 0.5f, 0.0f);
 }
 
+// B read in place with rows far apart (300 floats of padding: at least
+// kFarBRowFloats) and more than half as many floats as L2 holds, which the
+// micro-kernel prefetches step by step: slivers of one panel and, for narrow
+// B, of two (the wide tile), ragged rows, on 1 and 2 threads.
+TEST_P(GemmTest, FarBRowsPrefetched) {
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  const std::size_t pad = 300;
+  for (std::size_t n : {5 * p.tile_cols + 3, 2 * p.tile_cols}) {
+    const std::size_t k = p.in_place_b_max_floats / (2 * n) + 1;
+    for (int threads : {1, 2}) {
+      InArena(threads, [&] {
+        Check(2 * p.tile_rows + 5, n, k, false, false, 1.0f, 0.5f, pad);
+      });
+    }
+  }
+}
+
 // Rows swept by pairs of packed B panels (targets with the 6 x 4 tile; the
 // others sweep slivers, which EveryBlockingBoundary covers, and skip this:
 // its shapes, sized by the caches, took 25 s per target under a 2 MiB L2):

@@ -25,6 +25,7 @@
 #include <cstddef>
 #include <type_traits>
 
+#include "hwy/cache_control.h"
 #include "hwy/highway.h"
 #include "lib/common/wide_load-inl.h"
 #include "lib/gemm/tile_shape-inl.h"
@@ -106,9 +107,13 @@ static_assert(kTileRows <= 12, "MHA_TILE_ROWS names 12 rows");
 // each row r < kRows of each of the kPanels panels. B's panels (kVecs
 // vectors wide each: 2, or 1 for a lone panel, whose second vector is then
 // zero) are `panel_stride` apart: a tile two panels wide reads an A sliver
-// once for 4 vectors of columns.
+// once for 4 vectors of columns. With kPrefetchSteps, the lines of B's step
+// p + kPrefetchSteps are asked for at step p (B's rows read in place far
+// apart, where the hardware prefetchers do not follow: gemm-inl.h,
+// kFarBPrefetchSteps).
 template <std::size_t kRows, std::size_t kPanels, std::size_t kVecs = kTileVecs,
-          class AOperand, class BElement, class Epilogue>
+          std::size_t kPrefetchSteps = 0, class AOperand, class BElement,
+          class Epilogue>
 MHA_TILE_KERNEL void MultiplyPanels(std::size_t depth, const AOperand& a,
                                     const BElement* HWY_RESTRICT b,
                                     std::size_t panel_stride,
@@ -136,6 +141,15 @@ MHA_TILE_KERNEL void MultiplyPanels(std::size_t depth, const AOperand& a,
 #pragma GCC unroll 4
   for (std::size_t p = 0; p < depth; ++p) {
     const BElement* HWY_RESTRICT b_step = b + p * b_stride;
+    if constexpr (kPrefetchSteps != 0) {
+      const BElement* ahead = b_step + kPrefetchSteps * b_stride;
+      hwy::Prefetch(ahead);
+      if constexpr (kVecs == 2) hwy::Prefetch(ahead + lanes);
+      if constexpr (kPanels == 2) {
+        hwy::Prefetch(ahead + panel_stride);
+        hwy::Prefetch(ahead + panel_stride + lanes);
+      }
+    }
     const FloatVec b0 = LoadWide(d, b_step);
     [[maybe_unused]] FloatVec b1, b2, b3;
     if constexpr (kVecs == 2) b1 = LoadWide(d, b_step + lanes);
