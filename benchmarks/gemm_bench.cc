@@ -24,6 +24,8 @@ void GemmShapes(benchmark::internal::Benchmark* b) {
       {64, 4096, 4096, 0},  // a short prompt's, d_model 4096 (B from DRAM)
       {16, 4096, 4096, 0}, {96, 4096, 4096, 0},  // fewer and more tokens
       {64, 1024, 1024, 0},  // a short prompt's, d_model 1024 (B from L3)
+      {128, 2304, 768, 0},  // Q, K and V projected at once, d_model 768
+      {32, 2304, 768, 0},   // the same for a batch of 32 tokens
       {1024, 768, 768, 0}, {2048, 1024, 1024, 0}, {4096, 512, 512, 0},
       {1, 4096, 4096, 0},   // the decode projection (GEMV), from DRAM
       {1, 4096, 4096, 1},   // the same, weights stored [out, in] (nn.Linear)

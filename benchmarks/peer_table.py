@@ -41,7 +41,7 @@ PEERS = ("OpenBLAS", "OneDNN", "PyTorch")
 VARIANTS = ("BF16", "F16")
 KINDS = {"BM_DecodeStep": "decode step", "BM_Forward": "forward",
          "BM_AttentionFused": "attention core"}
-GEMM = r"BM_Sgemm(OpenBLAS|OneDNN)?/m:(20/n:512|128/n:512|(16|64|96)/n:4096|64/n:1024|1024/n:768|1024/n:1024|2048/n:2048/k:2048" \
+GEMM = r"BM_Sgemm(OpenBLAS|OneDNN)?/m:(20/n:512|128/n:512|(16|64|96)/n:4096|64/n:1024|(32|128)/n:2304|1024/n:768|1024/n:1024|2048/n:2048/k:2048" \
        r"|2048/n:1024|4096/n:512|1/n:4096/k:4096|2048/n:2048/k:64|2048/n:64)/"
 LAYER = r"BM_Forward(OpenBLAS|OneDNN|PyTorch|BF16|F16)?/|BM_Decode(Step|Batch)(OpenBLAS|BF16|F16)?/"
 CORE = r"BM_Attention(Fused|FusedBF16|FusedF16|ComposedOpenBLAS|ComposedOneDNN|ComposedPyTorch)/b:1/h:(8|32)" \

@@ -291,9 +291,11 @@ struct SliceOfA {
 // one process alternating, 1 thread / 2 threads: 2048 x 64 x 2048 1.03x /
 // 1.06-1.08x, 4096 x 64 x 4096 0.95x / 1.08x, 1024 x 64 x 1024 1.03x /
 // 1.01x, 2048 x 96 x 2048 1.06x / 1.09x, 2048 x 80 x 2048 0.98x / 0.99x.
-// Nothing the machine reports tells the two apart (the 6 x 4 tile streams
-// twice the B bytes from L2 per FMA: L2 bandwidth, unreported, is the
-// likely difference); a choice timed at run time would be needed.
+// Nothing the machine reports tells the two apart, and no choice timed at
+// run time on a small product could: there fewer rows reverse the order,
+// 12 x 2 against 6 x 4 on 1 thread / 2 threads, 96 x 64 x 2048 0.98x /
+// 0.99x, 192 x 64 x 2048 0.96x / 0.98x, 512 x 64 x 2048 1.02x / 0.97x, 384
+// x 64 x 1024 1.00x / 0.97x.
 inline bool UsesWideTiles(const detail::GemmArgs& g) {
   if (g.trans_a || g.n > kNarrowPanels * TileCols() ||
       SliverRowsThrashL1(g.lda, kWideTileRows)) {
