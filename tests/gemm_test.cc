@@ -288,10 +288,11 @@ TEST_P(GemmTest, BRowsInOneL1Set) {
   }
 }
 
-// B of more floats than L2 holds (k x n), packed from as few slivers as in
-// BRowsInOneL1Set: below that many slivers (in place) and at it, on 1 and 2
+// B packed from as few slivers as in BRowsInOneL1Set where it has more
+// floats than L2 holds (k x n), or where a task's block holds only part of
+// its columns: below that many slivers (in place) and at it, on 1 and 2
 // threads; and B of just as many floats as L2 holds, read in place.
-TEST_P(GemmTest, BBeyondL2) {
+TEST_P(GemmTest, BPackedFromFewerSlivers) {
   const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
   const std::size_t n = 5 * p.tile_cols + 3;
   const std::size_t in_l2 = p.in_place_b_max_floats / n, beyond = in_l2 + 1;
@@ -300,8 +301,10 @@ TEST_P(GemmTest, BBeyondL2) {
   };
   Check(rows(5), n, beyond, false, false, 1.0f, 0.5f);
   for (int threads : {1, 2}) {
-    InArena(threads,
-            [&] { Check(rows(6), n, beyond, false, false, 1.0f, 0.5f); });
+    InArena(threads, [&] {
+      Check(rows(6), n, beyond, false, false, 1.0f, 0.5f);
+      Check(rows(6), 2 * p.nc + 5, p.kc + 1, false, false, 1.0f, 0.5f);
+    });
   }
   Check(rows(6), n, in_l2, false, false, 0.5f, 0.0f);
 }
