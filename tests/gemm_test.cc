@@ -326,6 +326,22 @@ TEST_P(GemmTest, FarBRowsPrefetched) {
   }
 }
 
+// B read in place with rows a multiple of 64 floats apart, all starting
+// past a vector boundary, beyond half of L2 and wide enough that the
+// columns before B's first boundary run as a product of their own (its
+// base, the unpadded last row ending at a guard page, lies 1027 mod 64
+// floats short of a boundary): ragged rows, alpha and beta, 1 and 2 threads.
+TEST_P(GemmTest, MisalignedBRowsSplit) {
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  const std::size_t n = 1027, pad = 1088 - n;  // B's last row unpadded
+  const std::size_t k = p.in_place_b_max_floats / (2 * n) + 1;
+  for (int threads : {1, 2}) {
+    InArena(threads, [&] {
+      Check(3 * p.tile_rows - 1, n, k, false, false, 1.0f, 0.5f, pad);
+    });
+  }
+}
+
 // Rows swept by pairs of packed B panels (targets with the 6 x 4 tile; the
 // others sweep slivers, which EveryBlockingBoundary covers, and skip this:
 // its shapes, sized by the caches, took 25 s per target under a 2 MiB L2):
