@@ -13,7 +13,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdint>
 #include <cstring>
 
 #include "hwy/cache_control.h"
@@ -49,10 +48,9 @@ inline std::size_t StreamedCBytes() { return detail::MachineCaches().l3 / 4; }
 // `min_bytes` and every tile row on a vector boundary.
 inline bool StreamsC(const detail::GemmArgs& g, std::size_t min_bytes) {
   const std::size_t vector_floats = hn::Lanes(FloatTag());
-  const bool aligned =
-      reinterpret_cast<std::uintptr_t>(g.c) % (vector_floats * sizeof(float)) ==
-          0 &&
-      g.ldc % vector_floats == 0 && g.c_block_stride % vector_floats == 0;
+  const bool aligned = FloatsPastVectorBoundary(g.c) == 0 &&
+                       g.ldc % vector_floats == 0 &&
+                       g.c_block_stride % vector_floats == 0;
   return aligned && double(g.m) * g.n * sizeof(float) >= double(min_bytes);
 }
 

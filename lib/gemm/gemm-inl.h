@@ -22,7 +22,6 @@
 
 #include <algorithm>
 #include <cstddef>
-#include <cstdint>
 #include <cstring>
 #include <type_traits>
 
@@ -762,8 +761,7 @@ inline std::size_t ColumnsBeforeAlignedB(const detail::GemmArgs& g,
       !PrefetchesFarB(g)) {
     return 0;
   }
-  const std::size_t misaligned =
-      reinterpret_cast<std::uintptr_t>(g.b) / sizeof(float) % lanes;
+  const std::size_t misaligned = FloatsPastVectorBoundary(g.b);
   const std::size_t head = misaligned == 0 ? 0 : lanes - misaligned;
   return head * kMaxHeadColsShare <= g.n ? head : 0;
 }

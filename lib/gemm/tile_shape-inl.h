@@ -14,6 +14,7 @@
 #endif
 
 #include <cstddef>
+#include <cstdint>
 
 #include "hwy/highway.h"
 
@@ -60,6 +61,12 @@ inline std::size_t RoundUp(std::size_t x, std::size_t multiple) {
 // Columns of one micro-tile (the width of a B panel): known at run time
 // only on targets whose vectors are sizeless.
 inline std::size_t TileCols() { return kTileVecs * hn::Lanes(FloatTag()); }
+
+// How many floats `p` lies past the last vector boundary (0: aligned).
+inline std::size_t FloatsPastVectorBoundary(const float* p) {
+  return reinterpret_cast<std::uintptr_t>(p) / sizeof(float) %
+         hn::Lanes(FloatTag());
+}
 
 }  // namespace HWY_NAMESPACE
 }  // namespace mha
