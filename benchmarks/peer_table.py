@@ -47,7 +47,7 @@ LAYER = r"BM_Forward(OpenBLAS|OneDNN|PyTorch|BF16|F16)?/|BM_Decode(Step|Batch)(O
 CORE = r"BM_Attention(Fused|FusedBF16|FusedF16|ComposedOpenBLAS|ComposedOneDNN|ComposedPyTorch)/b:1/h:(8|32)" \
        r"/kvh:(8|32)/q:(4096|1)/kv:(4096|2048)/d:(64|128)/causal:0/"
 BIAS = r"BM_AttentionBias(Fused|ComposedOpenBLAS|ComposedOneDNN)/"
-PEAKS = r"BM_FmaPeak|BM_MemoryRead"
+PEAKS = r"BM_FmaPeak|BM_TilePeak|BM_MemoryRead"
 # The layer shapes of the performance issue (S1 is the seed's example), and
 # P64, a 64-token prompt through S6's layer.
 LAYER_NAMES = {
@@ -118,14 +118,18 @@ def split(name):
 
 
 def peaks(medians):
-    """{threads: (FMA GFLOP/s, read GB/s)} of this run."""
-    found = defaultdict(lambda: [0.0, 0.0])
+    """{threads: (FMA GFLOP/s, read GB/s, 12 x 2 tile GFLOP/s, 6 x 4 tile
+    GFLOP/s)} of this run: the FMA peak and read bandwidth are the table's
+    denominators; the tiles from L1 are the ceiling of a GEMM built on them."""
+    found = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
     for name, b in medians.items():
         threads = int(re.search(r"/t:(\d+)", name).group(1))
         if name.startswith("BM_FmaPeak"):
             found[threads][0] = b["GFLOP/s"]
         elif name.startswith("BM_MemoryRead"):
             found[threads][1] = b["GB/s"]
+        elif name.startswith("BM_TilePeak"):
+            found[threads][3 if "/wide:1/" in name else 2] = b["GFLOP/s"]
     return found
 
 
@@ -171,9 +175,12 @@ def main():
           f"{context['mhz_per_cpu']} MHz; caches {caches or 'not reported (no /sys cache entries)'}")
     if "mha_caches" in context:
         print(f"caches as mha blocks for them: {context['mha_caches']}")
-    for threads, (fma, read) in sorted(limits.items()):
+    for threads, (fma, read, narrow, wide) in sorted(limits.items()):
+        tiles = (f"; the register tiles from L1 {narrow:.1f} (12 x 2) and {wide:.1f} (6 x 4) "
+                 f"GFLOP/s, {100 * narrow / fma:.0f}% and {100 * wide / fma:.0f}% of the FMA peak"
+                 if fma and narrow and wide else "")
         print(f"measured on {threads} thread(s): FMA peak {fma:.1f} GFLOP/s, "
-              f"DRAM read {read:.1f} GB/s")
+              f"DRAM read {read:.1f} GB/s{tiles}")
 
     gemm_unit = lambda shape: ("GB/s", 1) if shape.startswith("m=1 ") else ("GFLOP/s", 0)
     core_unit = lambda shape: ("GB/s", 1) if " q=1 " in f" {shape} " else ("GFLOP/s", 0)
