@@ -1,13 +1,15 @@
 // The machine's limits, measured per target, so that every result can be
 // read as a fraction of what the hardware does: the FMA peak (independent
 // multiply-adds in registers, 2 flops per lane each, on every thread of the
-// arena) and the memory read bandwidth. Compiled once per Highway target,
+// arena), the rate of the GEMM's register tiles fed from L1, and the memory
+// read bandwidth. Compiled once per Highway target,
 // like the library; the version matching mha::active_target() runs.
 
 #undef HWY_TARGET_INCLUDE
 #define HWY_TARGET_INCLUDE "benchmarks/peak.cc"
 #include "hwy/foreach_target.h"  // IWYU pragma: keep
 // Must come after foreach_target.h.
+#include <algorithm>
 #include <cstddef>
 
 #include "hwy/aligned_allocator.h"
@@ -99,30 +101,31 @@ double FmaLoop(std::size_t steps, float* sink) {
 // `tiles` tiles and returns the flops done. Where the FMA peak counts
 // multiply-adds alone, this counts them with the loads that feed them.
 // Sapphire Rapids VM, 1 thread: the 12 x 2 tile 85% of the FMA peak, the
-// 6 x 4 90% (2 threads: 85% and 86%); a loop of 24 independent FMAs in
+// 6 x 4 90% (2 threads: 85% and 86-90%); a loop of 24 independent FMAs in
 // registers ran at 90% with 12 broadcasts from L1 beside them, 89% with 4
 // vector loads, 79% with 8: loads take issue slots the FMAs want there, and
 // no kernel fed from memory reaches the FMA peak.
+namespace kernel = mha::HWY_NAMESPACE;
 constexpr std::size_t kTileDepth = 128;
 template <std::size_t kRows, std::size_t kPanels>
 double TileLoop(std::size_t tiles, float* sink) {
-  const mha::HWY_NAMESPACE::FloatTag d;
-  const std::size_t cols = mha::HWY_NAMESPACE::TileCols();
+  const kernel::FloatTag d;
+  const std::size_t cols = kernel::TileCols();
+  const std::size_t a_size = kRows * kTileDepth;
+  const std::size_t b_size = kPanels * cols * kTileDepth;
   const hwy::AlignedFreeUniquePtr<float[]> a =
-      hwy::AllocateAligned<float>(kRows * kTileDepth);
+      hwy::AllocateAligned<float>(a_size);
   const hwy::AlignedFreeUniquePtr<float[]> b =
-      hwy::AllocateAligned<float>(kPanels * cols * kTileDepth);
-  std::fill(a.get(), a.get() + kRows * kTileDepth, 1e-3f);
-  std::fill(b.get(), b.get() + kPanels * cols * kTileDepth, 0.5f);
-  auto total = hn::Zero(d);
+      hwy::AllocateAligned<float>(b_size);
+  std::fill(a.get(), a.get() + a_size, 1e-3f);
+  std::fill(b.get(), b.get() + b_size, 0.5f);
+  kernel::FloatVec total = hn::Zero(d);
   for (std::size_t t = 0; t < tiles; ++t) {
-    mha::HWY_NAMESPACE::MultiplyPanels<kRows, kPanels>(
-        kTileDepth, mha::HWY_NAMESPACE::StepsA{a.get(), kRows}, b.get(),
-        cols * kTileDepth, cols,
-        [&](std::size_t, std::size_t, hn::Vec<decltype(d)> v0,
-            hn::Vec<decltype(d)> v1) {
-          total = hn::Add(total, hn::Add(v0, v1));
-        });
+    kernel::MultiplyPanels<kRows, kPanels>(
+        kTileDepth, kernel::StepsA{a.get(), kRows}, b.get(),
+        /*panel_stride=*/cols * kTileDepth, /*b_stride=*/cols,
+        [&](std::size_t, std::size_t, kernel::FloatVec v0,
+            kernel::FloatVec v1) { total = hn::Add(total, hn::Add(v0, v1)); });
   }
   *sink = hn::GetLane(total);
   return 2.0 * kRows * kPanels * cols * kTileDepth * static_cast<double>(tiles);
@@ -130,10 +133,10 @@ double TileLoop(std::size_t tiles, float* sink) {
 // The two tiles the GEMM runs: 12 x 2 vectors and the wide 6 x 4 (on
 // AVX-512; kTileRows x 2 and kWideTileRows x 4 elsewhere).
 double NarrowTileLoop(std::size_t tiles, float* sink) {
-  return TileLoop<mha::HWY_NAMESPACE::kTileRows, 1>(tiles, sink);
+  return TileLoop<kernel::kTileRows, 1>(tiles, sink);
 }
 double WideTileLoop(std::size_t tiles, float* sink) {
-  return TileLoop<mha::HWY_NAMESPACE::kWideTileRows, 2>(tiles, sink);
+  return TileLoop<kernel::kWideTileRows, 2>(tiles, sink);
 }
 
 // Sums `count` floats (reads memory once); returns the sum. The quarters of
