@@ -118,7 +118,7 @@ def split(name):
 
 
 def peaks(medians):
-    """{threads: (FMA GFLOP/s, read GB/s, 12 x 2 tile GFLOP/s, 6 x 4 tile
+    """{threads: (FMA GFLOP/s, read GB/s, narrow tile GFLOP/s, wide tile
     GFLOP/s)} of this run: the FMA peak and read bandwidth are the table's
     denominators; the tiles from L1 are the ceiling of a GEMM built on them."""
     found = defaultdict(lambda: [0.0, 0.0, 0.0, 0.0])
@@ -176,8 +176,9 @@ def main():
     if "mha_caches" in context:
         print(f"caches as mha blocks for them: {context['mha_caches']}")
     for threads, (fma, read, narrow, wide) in sorted(limits.items()):
-        tiles = (f"; the register tiles from L1 {narrow:.1f} (12 x 2) and {wide:.1f} (6 x 4) "
-                 f"GFLOP/s, {100 * narrow / fma:.0f}% and {100 * wide / fma:.0f}% of the FMA peak"
+        tiles = (f"; the register tiles from L1 {narrow:.1f} and {wide:.1f} GFLOP/s, "
+                 f"{100 * narrow / fma:.0f}% and {100 * wide / fma:.0f}% of the FMA peak "
+                 "(narrow and wide: 12 x 2 and 6 x 4 on AVX-512)"
                  if fma and narrow and wide else "")
         print(f"measured on {threads} thread(s): FMA peak {fma:.1f} GFLOP/s, "
               f"DRAM read {read:.1f} GB/s{tiles}")
