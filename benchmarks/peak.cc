@@ -96,7 +96,8 @@ double FmaLoop(std::size_t steps, float* sink) {
 
 // The ceiling of any product built on the register tile: the micro-kernel
 // on operands that stay in L1 (an A sliver of kRows x kTileDepth floats and
-// kPanels B panels of kTileDepth steps, 6 KiB and 16 KiB each on AVX-512),
+// kPanels B panels of kTileDepth steps: on AVX-512 6 KiB of A and 16 KiB of
+// B for the 12 x 2 tile, 3 KiB and 32 KiB for the 6 x 4),
 // its tile handed to an epilogue every kTileDepth steps as in a GEMM. Runs
 // `tiles` tiles and returns the flops done. Where the FMA peak counts
 // multiply-adds alone, this counts them with the loads that feed them.
