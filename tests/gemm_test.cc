@@ -439,6 +439,30 @@ TEST_P(GemmTest, PrePackedB) {
   }
 }
 
+// B pre-packed one slice deep where the sliver sweep's tasks, in blocks of
+// a quarter of L2, ask for the next task's block into L2 while they sweep
+// their own (the first sliver asks for its own steps ahead): a block's
+// first sliver and a piece, and slivers enough to cover the next block;
+// three whole blocks and a ragged fourth; that depth and a ragged one; on
+// each grid. (What the prefetches fetch is unseen here: this checks the
+// products through those paths.)
+TEST_P(GemmTest, PrePackedBAskedAhead) {
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  if (p.asks_next_kc == 0) GTEST_SKIP() << "L2 holds no two sliver blocks";
+  const std::size_t mr = p.tile_rows, nr = p.tile_cols;
+  const std::size_t n = 3 * p.asks_next_nc + nr + 3;
+  for (std::size_t m : {mr + 1, 9 * mr + 5}) {
+    for (std::size_t k : {p.asks_next_kc, p.asks_next_kc - 5}) {
+      for (int threads : {1, 2}) {
+        InArena(threads, [&] {
+          Check(m, n, k, false, false, 1.0f, m % 2 ? 0.5f : 0.0f, 3,
+                Route::kPrePackedB);
+        });
+      }
+    }
+  }
+}
+
 // The matrix-vector path over pre-packed B (a batch of decoded tokens
 // through the layer's weights): every row count it takes, each in one
 // register tile or in pieces, and the first count past it; A in place and

@@ -22,7 +22,7 @@ enum class CacheLevel {
   kL2,  // prefetcht1 on x86, PLDL2KEEP on Arm
 };
 
-// Asks for the cache lines of [p, p + bytes) into kLevel.
+// Asks for the cache line of p into kLevel.
 //
 // Into L2 is for runs read from DRAM by a loop with little else in flight: on
 // Zen 4 (8-way L1d, 1 MiB L2) prefetches into L1 seem to hold the core's few L1
@@ -37,14 +37,20 @@ enum class CacheLevel {
 // against L2, 0.98-1.01x as fast (8 and 32 KV heads, 1 and 2 threads, two
 // runs) but for one cell at 1.04x.
 template <CacheLevel kLevel = CacheLevel::kL1>
+inline void PrefetchLine(const void* p) {
+  if constexpr (kLevel == CacheLevel::kL1) {
+    hwy::Prefetch(p);
+  } else {
+    __builtin_prefetch(p, /*rw=*/0, /*locality=*/2);
+  }
+}
+
+// Asks for the cache lines of [p, p + bytes) into kLevel.
+template <CacheLevel kLevel = CacheLevel::kL1>
 inline void PrefetchBytes(const void* p, std::size_t bytes) {
   const char* first = static_cast<const char*>(p);
   for (std::size_t i = 0; i < bytes; i += kShortestCacheLine) {
-    if constexpr (kLevel == CacheLevel::kL1) {
-      hwy::Prefetch(first + i);
-    } else {
-      __builtin_prefetch(first + i, /*rw=*/0, /*locality=*/2);
-    }
+    PrefetchLine<kLevel>(first + i);
   }
 }
 

@@ -210,18 +210,32 @@ inline std::size_t ColumnUnit(Sweep sweep) {
   return (sweep == Sweep::kPanelPairs ? 2 : 1) * TileCols();
 }
 
+// The columns of B that all of L2 holds `depth` steps deep.
+inline std::size_t L2Cols(std::size_t depth) {
+  return detail::MachineCaches().l2 / (depth * sizeof(float));
+}
+
+// Whether a quarter of L2 holds kMinSliverPanels panels `depth` steps deep:
+// room for a sliver sweep's B block beside the next task's (gemm-inl.h,
+// AsksNextBlock).
+inline bool L2HoldsTwoSliverBlocks(std::size_t depth) {
+  return L2Cols(depth) / 4 >= kMinSliverPanels * TileCols();
+}
+
 // The columns of a task's B block for slices `depth` deep (nc above), in
 // whole ColumnUnits of `sweep`: the sweep by pairs streams one pair at a
 // time from L2 past a chunk of A's rows and keeps half of L2; the sliver
-// sweeps take at least kMinSliverPanels panels where all of L2 holds them.
-// (A quarter of L2 instead of half, leaving room for the C lines a sliver
-// writes through L2, on Zen 5 in one process, 1 and 2 threads: Q K^T 0.97x
-// and 1.01x, the other shapes 0.99-1.03x, within the host's noise.)
-inline std::size_t BlockCols(std::size_t depth, Sweep sweep) {
+// sweeps take at least kMinSliverPanels panels where all of L2 holds them,
+// and a quarter of it where the next task's block is asked into L2 beside
+// (`beside_next`). (A quarter of L2 instead of half, leaving room for the C
+// lines a sliver writes through L2, on Zen 5 in one process, 1 and 2
+// threads: Q K^T 0.97x and 1.01x, the other shapes 0.99-1.03x, within the
+// host's noise.)
+inline std::size_t BlockCols(std::size_t depth, Sweep sweep,
+                             bool beside_next = false) {
   const std::size_t unit = ColumnUnit(sweep);
-  const std::size_t l2_cols =
-      detail::MachineCaches().l2 / (depth * sizeof(float));
-  std::size_t cols = l2_cols / 2;
+  const std::size_t l2_cols = L2Cols(depth);
+  std::size_t cols = l2_cols / (beside_next ? 4 : 2);
   if (sweep != Sweep::kPanelPairs) {
     cols = std::max(cols, std::min(kMinSliverPanels * unit, l2_cols));
   }

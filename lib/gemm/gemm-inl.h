@@ -118,13 +118,23 @@ inline std::size_t PackBReuse(const detail::GemmArgs& g, std::size_t nc) {
 // How one task reaches B's current kc x nc block: panel j at
 // first + j * panel_stride, step p at + p * step_stride; elements of type T
 // (fp32, or 16-bit for pre-packed weights). The micro-kernel asks for step
-// p + kPrefetchSteps at step p where that is not 0 (kFarBPrefetchSteps).
-template <class T, std::size_t kPrefetchSteps = 0>
+// p + kPrefetchSteps at step p where that is not 0 (kFarBPrefetchSteps). With
+// kAsksAhead, the tiles of panel j also ask for AheadBytes(kc) bytes from
+// ahead + j * AheadBytes(kc) into L2 (AsksNextBlock).
+template <class T, std::size_t kPrefetchSteps = 0, bool kAsksAhead = false>
 struct BPanels {
   const T* first;
   std::size_t panel_stride, step_stride;
+  const char* ahead = nullptr;
   const T* Panel(std::size_t j) const { return first + j * panel_stride; }
 };
+
+// The bytes a tile `kc` steps deep asks for ahead: a line every
+// kStepsPerAheadLine steps.
+inline std::size_t AheadBytes(std::size_t kc) {
+  return (kc + kStepsPerAheadLine - 1) / kStepsPerAheadLine *
+         detail::kShortestCacheLine;
+}
 
 // The pre-packed B's block of columns [j0, ...), steps [p0, ...): its own
 // panels, elements of type T.
@@ -191,13 +201,12 @@ inline BPanels<float> PrepareB(const detail::GemmArgs& g, Sweep sweep,
 // Rows [0, rows) of a sliver against kPanels (1 or 2) B panels from panel j
 // on, into C's columns from j0 + j * TileCols().
 template <std::size_t kPanels, class AOperand, class T,
-          std::size_t kPrefetchSteps>
-HWY_INLINE void MultiplyPanelRun(const AOperand& a, std::size_t rows,
-                                 std::size_t kc,
-                                 const BPanels<T, kPrefetchSteps>& b,
-                                 std::size_t j, std::size_t j0, std::size_t nc,
-                                 float* c, std::size_t ldc,
-                                 const GemmEpilogue& epilogue) {
+          std::size_t kPrefetchSteps, bool kAsksAhead>
+HWY_INLINE void MultiplyPanelRun(
+    const AOperand& a, std::size_t rows, std::size_t kc,
+    const BPanels<T, kPrefetchSteps, kAsksAhead>& b, std::size_t j,
+    std::size_t j0, std::size_t nc, float* c, std::size_t ldc,
+    const GemmEpilogue& epilogue) {
   // Each tile's stores are made for it from these values, not copied from
   // one object: the copies (16-byte stack stores reloaded as 32 bytes)
   // stalled store forwarding, 12% of 2048 x 2048 x 64 in one build, and a
@@ -210,18 +219,21 @@ HWY_INLINE void MultiplyPanelRun(const AOperand& a, std::size_t rows,
     for (const auto& store : stores_from(0).stores) store.Prefetch(rows);
   }
   constexpr std::size_t kMaxRows = kPanels == 1 ? kTileRows : kWideTileRows;
+  // (The tiles of a sliver cut in pieces all ask for the same lines: the
+  // second asks L2 for lines it holds.)
+  const char* ahead = kAsksAhead ? b.ahead + j * AheadBytes(kc) : nullptr;
   if (rows == kTileRows) {  // the common case, inlined here
     for (std::size_t first = 0; first < kTileRows; first += kMaxRows) {
-      MultiplyPanels<kMaxRows, kPanels, kTileVecs, kPrefetchSteps>(
+      MultiplyPanels<kMaxRows, kPanels, kTileVecs, kPrefetchSteps, kAsksAhead>(
           kc, a.Rows(first), b.Panel(j), b.panel_stride, b.step_stride,
-          stores_from(first));
+          stores_from(first), ahead);
     }
     return;
   }
   ForTilePieces<kMaxRows>(rows, [&](auto height, std::size_t first) {
-    MultiplyPanels<decltype(height)::value, kPanels, kTileVecs, kPrefetchSteps>(
-        kc, a.Rows(first), b.Panel(j), b.panel_stride, b.step_stride,
-        stores_from(first));
+    MultiplyPanels<decltype(height)::value, kPanels, kTileVecs, kPrefetchSteps,
+                   kAsksAhead>(kc, a.Rows(first), b.Panel(j), b.panel_stride,
+                               b.step_stride, stores_from(first), ahead);
   });
 }
 
@@ -468,12 +480,49 @@ HWY_NOINLINE void SweepPanelPairs(const AOperand& rows_a, std::size_t mc,
   }
 }
 
+// Pre-packed B (the layer's weights) comes from L3 at every call: S2's Q, K
+// and V projected together (128 x 1536 x 512) read 3 MiB of weights, more
+// than L2 holds, and the first sliver of each B block, which waits on L3
+// for every line, took 1.5-2.1x as long as each of the others (Sapphire
+// Rapids VM, 1 thread, cycles per sliver in S2's forward). Two remedies,
+// both in the sliver sweep (MultiplyBlock):
+// - The first sliver asks for the steps kFirstSliverAheadSteps ahead of
+//   those it reads, into L1 (the micro-kernel's kPrefetchSteps), so that
+//   more of its lines are in flight at once.
+// - Where L2 holds two B blocks (AsksNextBlock), blocks are a quarter of
+//   L2 wide (BlockCols) and the slivers after the first ask for the next
+//   task's block into L2, a line every kStepsPerAheadLine steps of each
+//   tile, until it is covered: its first sliver then finds it there (1.07-
+//   1.18x the others' time, from 1.5-1.6x).
+// Against neither, one process alternating, medians of 31-61, 1 thread / 2
+// threads: S2's forward as self-attention 1.004-1.036x / 0.996-1.040x
+// (three runs), with separate inputs 1.012x / 0.986x; S1's (2 x 10 tokens)
+// 1.035-1.052x / 1.025-1.048x; b1 L64 d512 self 1.014x / 0.986x; b1 L128 d768
+// self (the first remedy alone: L2 holds one block of 768 steps) 1.041x /
+// 1.014x. Asking for the next block alone: S2 self 1.010-1.022x / 0.994-
+// 1.063x, S1 1.010-1.022x / 1.000-1.008x.
+constexpr std::size_t kFirstSliverAheadSteps = 128;
+
+inline bool AsksNextBlock(const detail::GemmArgs& g, Sweep sweep,
+                          std::size_t depth) {
+  return g.packed_b != nullptr && sweep == Sweep::kSlivers && g.k <= depth &&
+         L2HoldsTwoSliverBlocks(depth);
+}
+
+// The B block of the task after this one in the grid's order, columns [j0,
+// j0 + nc) (none if nc is 0): the block a thread runs next where it runs
+// the tasks alone, and mostly where oneTBB hands each thread a run of them.
+struct NextColumns {
+  std::size_t j0 = 0, nc = 0;
+};
+
 // One task of one slice: rows [i0, i0 + mc) x columns [j0, j0 + nc) of C,
-// B's elements of type BElement (16-bit only when pre-packed).
+// B's elements of type BElement (16-bit only when pre-packed); `next`: the
+// block it asks into L2 (AsksNextBlock, kFirstSliverAheadSteps).
 template <class BElement>
 void MultiplyBlock(const detail::GemmArgs& g, const SliceOfA& a, std::size_t i0,
                    std::size_t mc, std::size_t j0, std::size_t nc,
-                   const GemmEpilogue& epilogue) {
+                   const NextColumns& next, const GemmEpilogue& epilogue) {
   const std::size_t slivers = (mc + kTileRows - 1) / kTileRows;
   BPanels<BElement> b;
   if constexpr (std::is_same_v<BElement, float>) {
@@ -489,15 +538,47 @@ void MultiplyBlock(const detail::GemmArgs& g, const SliceOfA& a, std::size_t i0,
       });
     }
   }
+  // What sliver s asks for of the next block (AsksNextBlock): from the
+  // second on, a piece per panel, while its pieces all lie in the block;
+  // else null.
+  const auto ahead_of = [&](std::size_t s) -> const char* {
+    if (next.nc == 0 || s == 0) return nullptr;
+    const std::size_t nr = TileCols();
+    const std::size_t pieces = (nc + nr - 1) / nr * AheadBytes(a.kc);
+    const std::size_t offset = (s - 1) * pieces;
+    const std::size_t bytes =
+        (next.nc + nr - 1) / nr * a.kc * nr * sizeof(BElement);
+    if (offset + pieces > bytes) return nullptr;
+    return reinterpret_cast<const char*>(
+               PrePackedB<BElement>(*g.packed_b, next.j0, a.p0).first) +
+           offset;
+  };
   const auto by_slivers = [&](auto wide, const auto& panels) {
     for (std::size_t s = 0; s < slivers; ++s) {
       const std::size_t r0 = i0 + s * kTileRows;
       const std::size_t rows = std::min(kTileRows, i0 + mc - r0);
-      a.With(r0, [&](const auto& sliver) {
-        MultiplySliver<decltype(wide)::value>(sliver, rows, a.kc, panels, j0,
-                                              nc, g.c + r0 * g.ldc, g.ldc,
-                                              epilogue);
-      });
+      const auto multiply = [&](const auto& sliver_panels) {
+        a.With(r0, [&](const auto& sliver) {
+          MultiplySliver<decltype(wide)::value>(
+              sliver, rows, a.kc, sliver_panels, j0, nc, g.c + r0 * g.ldc,
+              g.ldc, epilogue);
+        });
+      };
+      using Panels = std::decay_t<decltype(panels)>;
+      if constexpr (!decltype(wide)::value &&
+                    std::is_same_v<Panels, BPanels<BElement>>) {
+        if (g.packed_b != nullptr && s == 0) {
+          multiply(BPanels<BElement, kFirstSliverAheadSteps>{
+              panels.first, panels.panel_stride, panels.step_stride});
+          continue;
+        }
+        if (const char* ahead = ahead_of(s)) {
+          multiply(BPanels<BElement, 0, true>{panels.first, panels.panel_stride,
+                                              panels.step_stride, ahead});
+          continue;
+        }
+      }
+      multiply(panels);
     }
   };
   const auto sweep = [&](auto wide) {
@@ -552,9 +633,10 @@ struct GemmGrid {
 
   // `depth`: the product's slice depth (SliceDepth); `row_chunks`: whether
   // its tasks are chunks of rows (RunsRowChunks); `sweep`: how its rows pass
-  // B's panels.
+  // B's panels; `beside_next`: whether its tasks ask for the next task's B
+  // block into L2 (AsksNextBlock), which then takes a quarter of it.
   GemmGrid(const detail::GemmArgs& g, std::size_t depth, bool row_chunks,
-           Sweep sweep)
+           Sweep sweep, bool beside_next)
       : columns_outer(row_chunks) {
     const std::size_t col_unit = ColumnUnit(sweep);
     const std::size_t threads = detail::ArenaThreads();
@@ -562,7 +644,8 @@ struct GemmGrid {
     mc = row_chunks ? std::min(RoundUp(g.m, kTileRows),
                                kChunksPerRowTask * SweepRows(depth))
                     : RoundUp(g.m, kTileRows);
-    nc = EvenBlock(g.n, Blocks(g.n, BlockCols(depth, sweep)), col_unit);
+    nc = EvenBlock(g.n, Blocks(g.n, BlockCols(depth, sweep, beside_next)),
+                   col_unit);
     for (;;) {
       row_blocks = Blocks(g.m, mc);
       col_blocks = Blocks(g.n, nc);
@@ -666,7 +749,8 @@ void GemmSlices(const detail::GemmArgs& g, Sweep sweep,
                 std::size_t stream_c_bytes) {
   const std::size_t depth = SliceDepth(g.n, g.k, sweep == Sweep::kPanelPairs);
   const bool row_chunks = RunsRowChunks(g, sweep, depth);
-  const GemmGrid grid(g, depth, row_chunks, sweep);
+  const bool asks_next = AsksNextBlock(g, sweep, depth);
+  const GemmGrid grid(g, depth, row_chunks, sweep, asks_next);
   const bool copy_a = !row_chunks && CopiesA(g, depth, grid.nc / TileCols());
   // The rows of a copied sliver in distinct sets of L1.
   const std::size_t copy_stride = detail::OddLinesStride(depth);
@@ -677,8 +761,13 @@ void GemmSlices(const detail::GemmArgs& g, Sweep sweep,
     const SliceOfA a{g,    copied_a, copy_stride, p0, std::min(depth, g.k - p0),
                      sweep};
     const std::size_t i0 = grid.FirstRow(task), j0 = grid.FirstCol(task);
+    NextColumns next;
+    if (asks_next && task + 1 < grid.tasks() && grid.FirstCol(task + 1) != j0) {
+      next.j0 = grid.FirstCol(task + 1);
+      next.nc = std::min(grid.nc, g.n - next.j0);
+    }
     MultiplyBlock<BElement>(g, a, i0, std::min(grid.mc, g.m - i0), j0,
-                            std::min(grid.nc, g.n - j0),
+                            std::min(grid.nc, g.n - j0), next,
                             p0 == 0 ? first : first.Accumulating());
     // Streamed rows are ordered after nothing else: fence them before the
     // task ends, so that whoever waits on it (the next slice, the caller)

@@ -29,19 +29,34 @@ bool GemmStreamingCKernel(const detail::GemmArgs& args) {
 
 std::size_t GemmPanelCols() { return TileCols(); }
 
+// The deepest slice (a multiple of 8) at which L2 holds two sliver blocks,
+// or 0.
+std::size_t AsksNextDepth() {
+  const std::size_t depth =
+      std::min(Blocking().kc,
+               detail::MachineCaches().l2 /
+                   (4 * sizeof(float) * kMinSliverPanels * TileCols())) /
+      8 * 8;
+  return depth != 0 && L2HoldsTwoSliverBlocks(depth) ? depth : 0;
+}
+
 detail::GemmShapeParams GemmShapeParamsOfTarget() {
-  return {kTileRows,
-          TileCols(),
-          Blocking().kc,
-          BlockCols(Blocking().kc, Sweep::kSlivers),
-          MaxSliceDepth(2 * TileCols(), false),
-          kHasPairSweep ? kSweepPairsMinRows : 0,
-          SweepDepth(),
-          SweepRows(SweepDepth()),
-          kPackedGemvRows,
-          kWalkRows,
-          WalkMinBFloats(),
-          detail::MachineCaches().l2 / sizeof(float)};
+  const std::size_t asks_next_kc = AsksNextDepth();
+  return {
+      kTileRows,
+      TileCols(),
+      Blocking().kc,
+      BlockCols(Blocking().kc, Sweep::kSlivers),
+      MaxSliceDepth(2 * TileCols(), false),
+      kHasPairSweep ? kSweepPairsMinRows : 0,
+      SweepDepth(),
+      SweepRows(SweepDepth()),
+      kPackedGemvRows,
+      kWalkRows,
+      WalkMinBFloats(),
+      detail::MachineCaches().l2 / sizeof(float),
+      asks_next_kc,
+      asks_next_kc == 0 ? 0 : BlockCols(asks_next_kc, Sweep::kSlivers, true)};
 }
 
 }  // namespace HWY_NAMESPACE

@@ -79,6 +79,10 @@ struct GemmShapeParams {
   // The most floats of B (k x n) that the sliver sweep reads in place from
   // as many slivers as where B's rows share one set of L1 (BExceedsL2).
   std::size_t in_place_b_max_floats;
+  // The deepest B, pre-packed and one slice of the sliver sweep deep, whose
+  // tasks ask for the next task's block into L2 (0: none), and the width of
+  // their blocks.
+  std::size_t asks_next_kc, asks_next_nc;
 };
 GemmShapeParams GemmShapeParamsForTest();
 

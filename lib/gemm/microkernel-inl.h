@@ -27,6 +27,7 @@
 
 #include "hwy/cache_control.h"
 #include "hwy/highway.h"
+#include "lib/common/prefetch.h"
 #include "lib/common/wide_load-inl.h"
 #include "lib/gemm/tile_shape-inl.h"
 
@@ -110,14 +111,19 @@ static_assert(kTileRows <= 12, "MHA_TILE_ROWS names 12 rows");
 // once for 4 vectors of columns. With kPrefetchSteps, the lines of B's step
 // p + kPrefetchSteps are asked for at step p (B's rows read in place far
 // apart, where the hardware prefetchers do not follow: gemm-inl.h,
-// kFarBPrefetchSteps).
+// kFarBPrefetchSteps). With kAsksAhead, line i from `l2_ahead` on is asked
+// into L2 at step i * kStepsPerAheadLine (the next task's B: gemm-inl.h,
+// AsksNextBlock).
+constexpr std::size_t kStepsPerAheadLine = 4;
+
 template <std::size_t kRows, std::size_t kPanels, std::size_t kVecs = kTileVecs,
-          std::size_t kPrefetchSteps = 0, class AOperand, class BElement,
-          class Epilogue>
+          std::size_t kPrefetchSteps = 0, bool kAsksAhead = false,
+          class AOperand, class BElement, class Epilogue>
 MHA_TILE_KERNEL void MultiplyPanels(std::size_t depth, const AOperand& a,
                                     const BElement* HWY_RESTRICT b,
                                     std::size_t panel_stride,
-                                    std::size_t b_stride, Epilogue&& epilogue) {
+                                    std::size_t b_stride, Epilogue&& epilogue,
+                                    const char* l2_ahead = nullptr) {
   static_assert(kPanels == 1 || kPanels == 2, "one or two panels");
   static_assert(kVecs == kTileVecs || (kVecs == 1 && kPanels == 1),
                 "one-vector tiles span one panel");
@@ -148,6 +154,12 @@ MHA_TILE_KERNEL void MultiplyPanels(std::size_t depth, const AOperand& a,
       if constexpr (kPanels == 2) {
         hwy::Prefetch(ahead + panel_stride);
         hwy::Prefetch(ahead + panel_stride + lanes);
+      }
+    }
+    if constexpr (kAsksAhead) {
+      if (p % kStepsPerAheadLine == 0) {
+        detail::PrefetchLine<detail::CacheLevel::kL2>(
+            l2_ahead + p / kStepsPerAheadLine * detail::kShortestCacheLine);
       }
     }
     const FloatVec b0 = LoadWide(d, b_step);
