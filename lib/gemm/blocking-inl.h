@@ -217,7 +217,10 @@ inline std::size_t L2Cols(std::size_t depth) {
 
 // Whether a quarter of L2 holds kMinSliverPanels panels `depth` steps deep:
 // room for a sliver sweep's B block beside the next task's (gemm-inl.h,
-// AsksNextBlock).
+// AsksNextBlock). Blocks of 4 panels where 8 do not fit (d_model 768 on the
+// Sapphire Rapids VM: 5 panels of 768 steps), one process alternating, b1
+// L128 d768: 1.03-1.04x on one thread, but with separate inputs 0.94-0.95x
+// on two (three runs), whose grid of 160-column blocks balanced worse.
 inline bool L2HoldsTwoSliverBlocks(std::size_t depth) {
   return L2Cols(depth) / 4 >= kMinSliverPanels * TileCols();
 }

@@ -496,11 +496,13 @@ HWY_NOINLINE void SweepPanelPairs(const AOperand& rows_a, std::size_t mc,
 //   1.18x the others' time, from 1.5-1.6x).
 // Against neither, one process alternating, medians of 31-61, 1 thread / 2
 // threads: S2's forward as self-attention 1.004-1.036x / 0.996-1.040x
-// (three runs), with separate inputs 1.012x / 0.986x; S1's (2 x 10 tokens)
-// 1.035-1.052x / 1.025-1.048x; b1 L64 d512 self 1.014x / 0.986x; b1 L128 d768
-// self (the first remedy alone: L2 holds one block of 768 steps) 1.041x /
-// 1.014x. Asking for the next block alone: S2 self 1.010-1.022x / 0.994-
-// 1.063x, S1 1.010-1.022x / 1.000-1.008x.
+// (three runs), with separate inputs 1.010-1.012x / 0.986-1.017x; S1's
+// (2 x 10 tokens) 1.035-1.052x / 1.025-1.048x; b1 L64 d512 self 1.014x /
+// 0.986x; b1 L128 d768 self (the first remedy alone: L2 holds one block of
+// 768 steps) 1.041x / 1.014x. Asking for the next block alone: S2 self
+// 1.010-1.022x / 0.994-1.063x, S1 1.010-1.022x / 1.000-1.008x. The first
+// remedy for the first wide tile of each pair in the pair sweep: S3's
+// forward 0.996-1.010x, not kept.
 constexpr std::size_t kFirstSliverAheadSteps = 128;
 
 inline bool AsksNextBlock(const detail::GemmArgs& g, Sweep sweep,
