@@ -500,7 +500,10 @@ HWY_NOINLINE void SweepPanelPairs(const AOperand& rows_a, std::size_t mc,
 // (2 x 10 tokens) 1.035-1.052x / 1.025-1.048x; b1 L64 d512 self 1.014x /
 // 0.986x; b1 L128 d768 self (the first remedy alone: L2 holds one block of
 // 768 steps) 1.041x / 1.014x. Asking for the next block alone: S2 self
-// 1.010-1.022x / 0.994-1.063x, S1 1.010-1.022x / 1.000-1.008x. The first
+// 1.010-1.022x / 0.994-1.063x, S1 1.010-1.022x / 1.000-1.008x. Builds
+// alternating process by process (five each): S2 self on 1 thread 1.03x;
+// with BF16 weights (half the bytes from L3) S2 self 1.00x on 1 and 2
+// threads, S1 1.00x. The first
 // remedy for the first wide tile of each pair in the pair sweep: S3's
 // forward 0.996-1.010x, not kept.
 constexpr std::size_t kFirstSliverAheadSteps = 128;
