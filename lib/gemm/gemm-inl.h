@@ -503,9 +503,8 @@ HWY_NOINLINE void SweepPanelPairs(const AOperand& rows_a, std::size_t mc,
 // 1.010-1.022x / 0.994-1.063x, S1 1.010-1.022x / 1.000-1.008x. Builds
 // alternating process by process (five each): S2 self on 1 thread 1.03x;
 // with BF16 weights (half the bytes from L3) S2 self 1.00x on 1 and 2
-// threads, S1 1.00x. The first
-// remedy for the first wide tile of each pair in the pair sweep: S3's
-// forward 0.996-1.010x, not kept.
+// threads, S1 1.00x. The first remedy for the first wide tile of each
+// pair in the pair sweep: S3's forward 0.996-1.010x, not kept.
 constexpr std::size_t kFirstSliverAheadSteps = 128;
 
 inline bool AsksNextBlock(const detail::GemmArgs& g, Sweep sweep,
