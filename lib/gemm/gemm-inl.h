@@ -129,6 +129,14 @@ struct BPanels {
   const T* Panel(std::size_t j) const { return first + j * panel_stride; }
 };
 
+// The same panels, the micro-kernel asking for them as another BPanels type
+// does: one way to switch a sweep's prefetching, wherever it changes.
+template <std::size_t kPrefetchSteps, bool kAsksAhead = false, class T>
+BPanels<T, kPrefetchSteps, kAsksAhead> WithPrefetch(
+    const BPanels<T>& b, const char* ahead = nullptr) {
+  return {b.first, b.panel_stride, b.step_stride, ahead};
+}
+
 // The bytes a tile `kc` steps deep asks for ahead: a line every
 // kStepsPerAheadLine steps.
 inline std::size_t AheadBytes(std::size_t kc) {
@@ -572,13 +580,11 @@ void MultiplyBlock(const detail::GemmArgs& g, const SliceOfA& a, std::size_t i0,
       if constexpr (!decltype(wide)::value &&
                     std::is_same_v<Panels, BPanels<BElement>>) {
         if (g.packed_b != nullptr && s == 0) {
-          multiply(BPanels<BElement, kFirstSliverAheadSteps>{
-              panels.first, panels.panel_stride, panels.step_stride});
+          multiply(WithPrefetch<kFirstSliverAheadSteps>(panels));
           continue;
         }
         if (const char* ahead = ahead_of(s)) {
-          multiply(BPanels<BElement, 0, true>{panels.first, panels.panel_stride,
-                                              panels.step_stride, ahead});
+          multiply(WithPrefetch<0, true>(panels, ahead));
           continue;
         }
       }
@@ -588,8 +594,7 @@ void MultiplyBlock(const detail::GemmArgs& g, const SliceOfA& a, std::size_t i0,
   const auto sweep = [&](auto wide) {
     if constexpr (std::is_same_v<BElement, float>) {
       if (b.step_stride >= kFarBRowFloats && PrefetchesFarB(g)) {
-        return by_slivers(wide, BPanels<float, kFarBPrefetchSteps>{
-                                    b.first, b.panel_stride, b.step_stride});
+        return by_slivers(wide, WithPrefetch<kFarBPrefetchSteps>(b));
       }
     }
     by_slivers(wide, b);
