@@ -268,6 +268,21 @@ TEST_P(GemmTest, WideTiles) {
   }
   Check(2 * mr, 4 * nr, 2 * p.kc + 1, false, false, 1.0f, 1.0f, 3,
         Route::kWideTiles);
+  // On one thread (one task of all rows): B's rows on vector boundaries (no
+  // padding: B ends at a page, so it starts on one), read in place, and one
+  // float off them, copied as rows into aligned scratch first from
+  // wide_b_copy_rows rows on, read in place below; 2 and 3 panels.
+  const std::size_t copy_rows = p.wide_b_copy_rows;
+  InArena(1, [&] {
+    for (std::size_t pad : {0, 1}) {
+      Check(copy_rows + 5, 2 * nr, p.kc + 7, false, false, 1.0f, 0.5f, pad,
+            Route::kWideTiles);
+      Check(copy_rows, 3 * nr, 2 * p.kc + 9, false, false, 0.5f, 0.0f, pad,
+            Route::kWideTiles);
+    }
+    Check(copy_rows - mr, 2 * nr, p.kc + 7, false, false, 1.0f, 0.5f, 1,
+          Route::kWideTiles);
+  });
 }
 
 // B's rows 1024 floats apart (4 KiB, a multiple of the critical stride of

@@ -47,10 +47,8 @@ inline std::size_t StreamedCBytes() { return detail::MachineCaches().l3 / 4; }
 // Whether the plain stores of `g`'s first slice stream: C of at least
 // `min_bytes` and every tile row on a vector boundary.
 inline bool StreamsC(const detail::GemmArgs& g, std::size_t min_bytes) {
-  const std::size_t vector_floats = hn::Lanes(FloatTag());
-  const bool aligned = FloatsPastVectorBoundary(g.c) == 0 &&
-                       g.ldc % vector_floats == 0 &&
-                       g.c_block_stride % vector_floats == 0;
+  const bool aligned = RowsOnVectorBoundaries(g.c, g.ldc) &&
+                       g.c_block_stride % hn::Lanes(FloatTag()) == 0;
   return aligned && double(g.m) * g.n * sizeof(float) >= double(min_bytes);
 }
 

@@ -185,7 +185,17 @@ inline bool PrefetchesFarB(const detail::GemmArgs& g) {
 // row, which packing would only copy (Zen 5, packed against in place,
 // GFLOP/s, 1 thread / 2 threads: 4096 x 64 x 4096 227 / 448 against 236 /
 // 466, 1024 x 64 x 1024 on 2 threads 474 against 489, 2048 x 64 x 2048
-// within 1%); else packed into scratch.
+// within 1%); else packed into scratch. For the wide tile, from kPackBReuse
+// slivers on, rows that do not start on vector boundaries (a std::vector's
+// 16 bytes) are copied as rows into aligned scratch first: read in place,
+// each of their vector loads straddled two lines. Sapphire Rapids VM, one
+// process alternating, copied against in place, B 16 bytes off, 1 thread / 2
+// threads: 2048 x 64 x 2048 1.10x / 1.26x, 4096 x 64 x 4096 1.11x / 1.28x, 1024
+// x 64 x 1024 1.08x / 1.12x; with B's rows aligned, copying them anyway ran
+// 0.98-0.99x on 1 thread (and 1.0-1.2x on 2, where the two threads' reads of
+// one B in their own L2s slowed each other: not a rule the machine reports).
+// Fewer slivers do not repay the copy: 128 x 64 x 128 0.93x on 1 thread, 64
+// x 64 x 64 0.94x and 256 x 32 x 256 (tasks of 6 slivers) 0.96x on 2.
 inline BPanels<float> PrepareB(const detail::GemmArgs& g, Sweep sweep,
                                std::size_t j0, std::size_t nc, std::size_t p0,
                                std::size_t kc, std::size_t slivers) {
@@ -194,11 +204,19 @@ inline BPanels<float> PrepareB(const detail::GemmArgs& g, Sweep sweep,
   const std::size_t j_stride = g.trans_b ? g.ldb : 1;
   const std::size_t p_stride = g.trans_b ? 1 : g.ldb;
   const float* block = g.b + p0 * p_stride + j0 * j_stride;
+  const bool wide = sweep == Sweep::kWideSlivers;
   const bool in_place =
-      sweep == Sweep::kWideSlivers ||
-      (sweep == Sweep::kSlivers && slivers < PackBReuse(g, nc));
+      wide || (sweep == Sweep::kSlivers && slivers < PackBReuse(g, nc));
   if (!g.trans_b && in_place && nc % nr == 0) {
-    return {block, nr, g.ldb};
+    if (!wide || slivers < kPackBReuse ||
+        RowsOnVectorBoundaries(block, g.ldb)) {
+      return {block, nr, g.ldb};
+    }
+    float* rows = detail::ThreadScratch(detail::ScratchSlot::kGemmB, kc * nc);
+    for (std::size_t p = 0; p < kc; ++p) {
+      std::memcpy(rows + p * nc, block + p * g.ldb, nc * sizeof(float));
+    }
+    return {rows, nr, nc};
   }
   float* packed =
       detail::ThreadScratch(detail::ScratchSlot::kGemmB, kc * RoundUp(nc, nr));
@@ -326,15 +344,15 @@ struct SliceOfA {
 // tile of 16-register targets pays only where 12 rows would thrash L1.
 // Zen 4 (8-way L1), 2048 x 64 x 2048, kc 2048: 110 against 102 on 1
 // thread, 217 against 202 on 2. The Sapphire Rapids VM (the same 48 KiB
-// 12-way L1 as Zen 5, 2 MiB L2) goes the other way, 12 x 2 against 6 x 4,
-// one process alternating, 1 thread / 2 threads: 2048 x 64 x 2048 1.03x /
-// 1.06-1.08x, 4096 x 64 x 4096 0.95x / 1.08x, 1024 x 64 x 1024 1.03x /
-// 1.01x, 2048 x 96 x 2048 1.06x / 1.09x, 2048 x 80 x 2048 0.98x / 0.99x.
-// Nothing the machine reports tells the two apart, and no choice timed at
-// run time on a small product could: there fewer rows reverse the order,
-// 12 x 2 against 6 x 4 on 1 thread / 2 threads, 96 x 64 x 2048 0.98x /
-// 0.99x, 192 x 64 x 2048 0.96x / 0.98x, 512 x 64 x 2048 1.02x / 0.97x, 384
-// x 64 x 1024 1.00x / 0.97x.
+// 12-way L1 as Zen 5, 2 MiB L2) went the other way while the wide tile read
+// B 16 bytes off in place (PrepareB now copies such rows), 12 x 2 against
+// 6 x 4, one process alternating, 1 thread / 2 threads: 2048 x 64 x 2048 1.03x
+// / 1.06-1.08x, 4096 x 64 x 4096 0.95x / 1.08x, 1024 x 64 x 1024 1.03x / 1.01x,
+// 2048 x 96 x 2048 1.06x / 1.09x, 2048 x 80 x 2048 0.98x / 0.99x. Nothing the
+// machine reports tells the two apart, and no choice timed at run time on a
+// small product could: there fewer rows reverse the order, 12 x 2 against 6 x 4
+// on 1 thread / 2 threads, 96 x 64 x 2048 0.98x / 0.99x, 192 x 64 x 2048 0.96x
+// / 0.98x, 512 x 64 x 2048 1.02x / 0.97x, 384 x 64 x 1024 1.00x / 0.97x.
 inline bool UsesWideTiles(const detail::GemmArgs& g) {
   if (g.trans_a || g.n > kNarrowPanels * TileCols() ||
       SliverRowsThrashL1(g.lda, kWideTileRows)) {

@@ -56,7 +56,8 @@ detail::GemmShapeParams GemmShapeParamsOfTarget() {
       WalkMinBFloats(),
       detail::MachineCaches().l2 / sizeof(float),
       asks_next_kc,
-      asks_next_kc == 0 ? 0 : BlockCols(asks_next_kc, Sweep::kSlivers, true)};
+      asks_next_kc == 0 ? 0 : BlockCols(asks_next_kc, Sweep::kSlivers, true),
+      kPackBReuse * kTileRows};
 }
 
 }  // namespace HWY_NAMESPACE

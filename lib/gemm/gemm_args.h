@@ -83,6 +83,9 @@ struct GemmShapeParams {
   // tasks ask for the next task's block into L2 (0: none), and the width of
   // their blocks.
   std::size_t asks_next_kc, asks_next_nc;
+  // The fewest rows of a task whose wide tiles read B's rows copied into
+  // aligned scratch where they lie off vector boundaries.
+  std::size_t wide_b_copy_rows;
 };
 GemmShapeParams GemmShapeParamsForTest();
 

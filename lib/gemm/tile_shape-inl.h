@@ -68,6 +68,13 @@ inline std::size_t FloatsPastVectorBoundary(const float* p) {
          hn::Lanes(FloatTag());
 }
 
+// Whether rows from `first` on, `stride` floats apart, all start on a vector
+// boundary, so that a vector load of them never splits a cache line.
+inline bool RowsOnVectorBoundaries(const float* first, std::size_t stride) {
+  return FloatsPastVectorBoundary(first) == 0 &&
+         stride % hn::Lanes(FloatTag()) == 0;
+}
+
 }  // namespace HWY_NAMESPACE
 }  // namespace mha
 HWY_AFTER_NAMESPACE();
