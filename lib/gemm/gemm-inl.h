@@ -212,10 +212,9 @@ inline BPanels<float> PrepareB(const detail::GemmArgs& g, Sweep sweep,
         RowsOnVectorBoundaries(block, g.ldb)) {
       return {block, nr, g.ldb};
     }
+    // One packed panel nc wide: B's rows as they are, on vector boundaries.
     float* rows = detail::ThreadScratch(detail::ScratchSlot::kGemmB, kc * nc);
-    for (std::size_t p = 0; p < kc; ++p) {
-      std::memcpy(rows + p * nc, block + p * g.ldb, nc * sizeof(float));
-    }
+    PackPanels(rows, nc, block, 1, g.ldb, nc, kc);
     return {rows, nr, nc};
   }
   float* packed =
