@@ -120,12 +120,15 @@ inline std::size_t PackBReuse(const detail::GemmArgs& g, std::size_t nc) {
 // (fp32, or 16-bit for pre-packed weights). The micro-kernel asks for step
 // p + kPrefetchSteps at step p where that is not 0 (kFarBPrefetchSteps). With
 // kAsksAhead, the tiles of panel j also ask for AheadBytes(kc) bytes from
-// ahead + j * AheadBytes(kc) into L2 (AsksNextBlock).
-template <class T, std::size_t kPrefetchSteps = 0, bool kAsksAhead = false>
+// ahead + j * AheadBytes(kc) into L2 (AsksNextBlock). With kCopies, they
+// also store each step into packed panels from copy_to on (PrepareB).
+template <class T, std::size_t kPrefetchSteps = 0, bool kAsksAhead = false,
+          bool kCopies = false>
 struct BPanels {
   const T* first;
   std::size_t panel_stride, step_stride;
   const char* ahead = nullptr;
+  float* copy_to = nullptr;
   const T* Panel(std::size_t j) const { return first + j * panel_stride; }
 };
 
@@ -178,6 +181,20 @@ inline bool PrefetchesFarB(const detail::GemmArgs& g) {
   return 2 * BBytes(g) > detail::MachineCaches().l2;
 }
 
+// The steps ahead that the sliver packing B's rows as it reads them
+// (PrepareB) asks for. Zen 5, one process alternating, 1 thread / 2
+// threads, against 8 steps ahead: 128 x 2304 x 768 1.01x / 1.02x; 128
+// steps: 64 x 1024 x 1024 0.96x on 1 thread.
+constexpr std::size_t kPackingSliverAheadSteps = 32;
+
+// A task's B block as its slivers read it: `panels`; and, where its first
+// sliver packs them (first_sliver.first not null), B's rows in place as that
+// sliver reads them, each step copied into `panels` on the way.
+struct PreparedB {
+  BPanels<float> panels;
+  BPanels<float, kPackingSliverAheadSteps, false, true> first_sliver{};
+};
+
 // B's block of columns [j0, j0 + nc), steps [p0, p0 + kc), in panel form:
 // pre-packed panels as they are; B's own rows in place (whole panels only)
 // when few A slivers will use them and the sweep is by slivers, or when the
@@ -196,11 +213,22 @@ inline bool PrefetchesFarB(const detail::GemmArgs& g) {
 // one B in their own L2s slowed each other: not a rule the machine reports).
 // Fewer slivers do not repay the copy: 128 x 64 x 128 0.93x on 1 thread, 64
 // x 64 x 64 0.94x and 256 x 32 x 256 (tasks of 6 slivers) 0.96x on 2.
-inline BPanels<float> PrepareB(const detail::GemmArgs& g, Sweep sweep,
-                               std::size_t j0, std::size_t nc, std::size_t p0,
-                               std::size_t kc, std::size_t slivers) {
+//
+// Whole panels of B's rows (not transposed) are packed by the sliver sweep's
+// first sliver, which reads them in place and stores each step's vectors
+// into the panels as it goes, rather than by a copy of the block before it:
+// the copy ran at about 18 GB/s (PackPanels), 14% of 128 x 2304 x 768 on 1
+// thread of Zen 5, where the sliver overlaps its reads of B with its FMAs.
+// Zen 5, one process alternating, medians of 21, 1 thread / 2 threads: 128
+// x 512 x 512 1.01x / 1.17x (B's columns split between tasks), 128 x 2304 x
+// 768 1.03x / 1.02x, 96 x 4096 x 4096 0.99x / 1.04x, 20 x 512 x 512 1.02x /
+// 1.03x, 256^3 1.01x / 1.02x, 512^3 1.01x / 1.02x, 1024 x 768 x 768 1.00x /
+// 1.01x, 1024^3 and 2048^3 within 1%.
+inline PreparedB PrepareB(const detail::GemmArgs& g, Sweep sweep,
+                          std::size_t j0, std::size_t nc, std::size_t p0,
+                          std::size_t kc, std::size_t slivers) {
   const std::size_t nr = TileCols();
-  if (g.packed_b != nullptr) return PrePackedB<float>(*g.packed_b, j0, p0);
+  if (g.packed_b != nullptr) return {PrePackedB<float>(*g.packed_b, j0, p0)};
   const std::size_t j_stride = g.trans_b ? g.ldb : 1;
   const std::size_t p_stride = g.trans_b ? 1 : g.ldb;
   const float* block = g.b + p0 * p_stride + j0 * j_stride;
@@ -210,26 +238,30 @@ inline BPanels<float> PrepareB(const detail::GemmArgs& g, Sweep sweep,
   if (!g.trans_b && in_place && nc % nr == 0) {
     if (!wide || slivers < kPackBReuse ||
         RowsOnVectorBoundaries(block, g.ldb)) {
-      return {block, nr, g.ldb};
+      return {{block, nr, g.ldb}};
     }
     // One packed panel nc wide: B's rows as they are, on vector boundaries.
     float* rows = detail::ThreadScratch(detail::ScratchSlot::kGemmB, kc * nc);
     PackPanels(rows, nc, block, 1, g.ldb, nc, kc);
-    return {rows, nr, nc};
+    return {{rows, nr, nc}};
   }
   float* packed =
       detail::ThreadScratch(detail::ScratchSlot::kGemmB, kc * RoundUp(nc, nr));
+  const BPanels<float> panels{packed, kc * nr, nr};
+  if (!g.trans_b && sweep == Sweep::kSlivers && nc % nr == 0) {
+    return {panels, {block, nr, g.ldb, nullptr, packed}};
+  }
   PackPanels(packed, nr, block, j_stride, p_stride, nc, kc);
-  return {packed, kc * nr, nr};
+  return {panels};
 }
 
 // Rows [0, rows) of a sliver against kPanels (1 or 2) B panels from panel j
 // on, into C's columns from j0 + j * TileCols().
 template <std::size_t kPanels, class AOperand, class T,
-          std::size_t kPrefetchSteps, bool kAsksAhead>
+          std::size_t kPrefetchSteps, bool kAsksAhead, bool kCopies>
 HWY_INLINE void MultiplyPanelRun(
     const AOperand& a, std::size_t rows, std::size_t kc,
-    const BPanels<T, kPrefetchSteps, kAsksAhead>& b, std::size_t j,
+    const BPanels<T, kPrefetchSteps, kAsksAhead, kCopies>& b, std::size_t j,
     std::size_t j0, std::size_t nc, float* c, std::size_t ldc,
     const GemmEpilogue& epilogue) {
   // Each tile's stores are made for it from these values, not copied from
@@ -247,18 +279,20 @@ HWY_INLINE void MultiplyPanelRun(
   // (The tiles of a sliver cut in pieces all ask for the same lines: the
   // second asks L2 for lines it holds.)
   const char* ahead = kAsksAhead ? b.ahead + j * AheadBytes(kc) : nullptr;
+  float* copy = kCopies ? b.copy_to + j * kc * TileCols() : nullptr;
   if (rows == kTileRows) {  // the common case, inlined here
     for (std::size_t first = 0; first < kTileRows; first += kMaxRows) {
-      MultiplyPanels<kMaxRows, kPanels, kTileVecs, kPrefetchSteps, kAsksAhead>(
-          kc, a.Rows(first), b.Panel(j), b.panel_stride, b.step_stride,
-          stores_from(first), ahead);
+      MultiplyPanels<kMaxRows, kPanels, kTileVecs, kPrefetchSteps, kAsksAhead,
+                     kCopies>(kc, a.Rows(first), b.Panel(j), b.panel_stride,
+                              b.step_stride, stores_from(first), ahead, copy);
     }
     return;
   }
   ForTilePieces<kMaxRows>(rows, [&](auto height, std::size_t first) {
     MultiplyPanels<decltype(height)::value, kPanels, kTileVecs, kPrefetchSteps,
-                   kAsksAhead>(kc, a.Rows(first), b.Panel(j), b.panel_stride,
-                               b.step_stride, stores_from(first), ahead);
+                   kAsksAhead, kCopies>(kc, a.Rows(first), b.Panel(j),
+                                        b.panel_stride, b.step_stride,
+                                        stores_from(first), ahead, copy);
   });
 }
 
@@ -554,8 +588,10 @@ void MultiplyBlock(const detail::GemmArgs& g, const SliceOfA& a, std::size_t i0,
                    const NextColumns& next, const GemmEpilogue& epilogue) {
   const std::size_t slivers = (mc + kTileRows - 1) / kTileRows;
   BPanels<BElement> b;
+  [[maybe_unused]] PreparedB prepared;
   if constexpr (std::is_same_v<BElement, float>) {
-    b = PrepareB(g, a.sweep, j0, nc, a.p0, a.kc, slivers);
+    prepared = PrepareB(g, a.sweep, j0, nc, a.p0, a.kc, slivers);
+    b = prepared.panels;
   } else {
     b = PrePackedB<BElement>(*g.packed_b, j0, a.p0);
   }
@@ -596,6 +632,12 @@ void MultiplyBlock(const detail::GemmArgs& g, const SliceOfA& a, std::size_t i0,
       using Panels = std::decay_t<decltype(panels)>;
       if constexpr (!decltype(wide)::value &&
                     std::is_same_v<Panels, BPanels<BElement>>) {
+        if constexpr (std::is_same_v<BElement, float>) {
+          if (s == 0 && prepared.first_sliver.first != nullptr) {
+            multiply(prepared.first_sliver);
+            continue;
+          }
+        }
         if (g.packed_b != nullptr && s == 0) {
           multiply(WithPrefetch<kFirstSliverAheadSteps>(panels));
           continue;

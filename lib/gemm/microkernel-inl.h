@@ -113,17 +113,21 @@ static_assert(kTileRows <= 12, "MHA_TILE_ROWS names 12 rows");
 // apart, where the hardware prefetchers do not follow: gemm-inl.h,
 // kFarBPrefetchSteps). With kAsksAhead, line i from `l2_ahead` on is asked
 // into L2 at step i * kStepsPerAheadLine (the next task's B: gemm-inl.h,
-// AsksNextBlock).
+// AsksNextBlock). With kCopiesB (one panel), the B vectors of each step are
+// also stored at `b_copy` as a packed panel (step p at b_copy + p *
+// TileCols()): the first sliver of a block packs B's rows as it reads them in
+// place (gemm-inl.h, PrepareB).
 constexpr std::size_t kStepsPerAheadLine = 4;
 
 template <std::size_t kRows, std::size_t kPanels, std::size_t kVecs = kTileVecs,
           std::size_t kPrefetchSteps = 0, bool kAsksAhead = false,
-          class AOperand, class BElement, class Epilogue>
+          bool kCopiesB = false, class AOperand, class BElement, class Epilogue>
 MHA_TILE_KERNEL void MultiplyPanels(std::size_t depth, const AOperand& a,
                                     const BElement* HWY_RESTRICT b,
                                     std::size_t panel_stride,
                                     std::size_t b_stride, Epilogue&& epilogue,
-                                    const char* l2_ahead = nullptr) {
+                                    const char* l2_ahead = nullptr,
+                                    float* HWY_RESTRICT b_copy = nullptr) {
   static_assert(kPanels == 1 || kPanels == 2, "one or two panels");
   static_assert(kVecs == kTileVecs || (kVecs == 1 && kPanels == 1),
                 "one-vector tiles span one panel");
@@ -168,6 +172,12 @@ MHA_TILE_KERNEL void MultiplyPanels(std::size_t depth, const AOperand& a,
     if constexpr (kPanels == 2) {
       b2 = LoadWide(d, b_next + p * b_stride);
       b3 = LoadWide(d, b_next + p * b_stride + lanes);
+    }
+    if constexpr (kCopiesB) {
+      static_assert(kPanels == 1 && kVecs == kTileVecs, "one whole panel");
+      float* HWY_RESTRICT to = b_copy + p * kTileVecs * lanes;
+      hn::Store(b0, d, to);
+      hn::Store(b1, d, to + lanes);
     }
     const auto step = a.Step(p);
 #define MHA_UPDATE_ROW(r)                           \
