@@ -211,8 +211,11 @@ struct PreparedB {
 // x 64 x 1024 1.08x / 1.12x; with B's rows aligned, copying them anyway ran
 // 0.98-0.99x on 1 thread (and 1.0-1.2x on 2, where the two threads' reads of
 // one B in their own L2s slowed each other: not a rule the machine reports).
-// Fewer slivers do not repay the copy: 128 x 64 x 128 0.93x on 1 thread, 64
-// x 64 x 64 0.94x and 256 x 32 x 256 (tasks of 6 slivers) 0.96x on 2.
+// On Zen 5, where loads across two lines cost little, in place ran 0.98-1.04x
+// / 1.01-1.07x as fast as copied (same three products): no cache size tells
+// the two machines apart, and the copy stays. Fewer slivers do not repay the
+// copy: 128 x 64 x 128 0.93x on 1 thread, 64 x 64 x 64 0.94x and 256 x 32 x
+// 256 (tasks of 6 slivers) 0.96x on 2.
 //
 // Whole panels of B's rows (not transposed) are packed by the sliver sweep's
 // first sliver, which reads them in place and stores each step's vectors
