@@ -481,19 +481,21 @@ TEST_P(GemmTest, PrePackedBAskedAhead) {
 // The matrix-vector path over pre-packed B (a batch of decoded tokens
 // through the layer's weights): every row count it takes, each in one
 // register tile or in pieces, and the first count past it; A in place and
-// transposed, an odd number of panels with ragged columns, shallow and
-// deep, on each grid.
+// transposed, shallow and deep, on each grid. Ragged columns in the last of
+// four panels (one row takes four at a time) and in a fifth panel past them.
 TEST_P(GemmTest, PrePackedBFewRows) {
   const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
   const std::size_t nr = p.tile_cols;
   for (std::size_t m = 1; m <= p.packed_gemv_rows + 1; ++m) {
     for (bool ta : {false, true}) {
       const std::size_t k = ta ? p.kc + 1 : 37;
-      for (int threads : {1, 2}) {
-        InArena(threads, [&] {
-          Check(m, 5 * nr - 3, k, ta, false, 0.5f, m % 2 ? 0.25f : 0.0f, 3,
-                Route::kPrePackedB);
-        });
+      for (const std::size_t n : {4 * nr - 3, 5 * nr - 3}) {
+        for (int threads : {1, 2}) {
+          InArena(threads, [&] {
+            Check(m, n, k, ta, false, 0.5f, m % 2 ? 0.25f : 0.0f, 3,
+                  Route::kPrePackedB);
+          });
+        }
       }
     }
   }
