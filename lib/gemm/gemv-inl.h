@@ -362,7 +362,7 @@ HWY_INLINE void MultiplyRowByFourPanels(std::size_t depth, const AOperand& a,
 // (MultiplyRowByFourPanels): four streams of B instead of two. The layer's
 // decode step (d_model 4096, 32 heads, 2047 cached tokens), Zen 5, one
 // process alternating, medians of 101, against pairs, 1 thread / 2
-// threads: 32 KV heads 0.99-1.02x / 1.00-1.06x, 8 KV heads 0.99-1.05x (5
+// threads: 32 KV heads 0.99-1.02x / 1.00-1.06x, 8 KV heads 0.99-1.05x (6
 // runs of 7 at 1.03x or more) / 1.04-1.07x. Eight panels at a time (eight
 // streams): 0.97x / 1.00-1.02x.
 template <class BElement>
