@@ -215,7 +215,8 @@ struct PreparedB {
 // / 1.01-1.07x as fast as copied (same three products): no cache size tells
 // the two machines apart, and the copy stays. Fewer slivers do not repay the
 // copy: 128 x 64 x 128 0.93x on 1 thread, 64 x 64 x 64 0.94x and 256 x 32 x
-// 256 (tasks of 6 slivers) 0.96x on 2.
+// 256 (tasks of 6 slivers) 0.96x on 2; Zen 5, 1 thread, B 16 bytes off, one
+// process alternating: 64^3 0.92x, 32 x 64 x 64 0.88x, 128 x 64 x 128 0.97x.
 //
 // Whole panels of B's rows (not transposed) are packed by the sliver sweep's
 // first sliver, which reads them in place and stores each step's vectors
@@ -337,7 +338,12 @@ HWY_INLINE void MultiplySliver(const AOperand& a, std::size_t rows,
 //   the copy, which waits on A's rows where the micro-kernel's loads would
 //   overlap them with its FMAs. Measured on Zen 4 (32 KiB 8-way L1): 1024 x
 //   N x 1024 2-5% faster copied from N = 128 (4 panels), 2048 x 64 x 2048
-//   (2 panels) 20% slower.
+//   (2 panels) 20% slower. On Zen 5's 12-way L1, 12 rows 4 KiB apart fill
+//   one set exactly, which does not count as thrashing; copying them anyway
+//   (a way left for B's lines) was not kept: one process alternating, 1
+//   thread / 2 threads, 64 x 1024 x 1024 1.02-1.06x / 0.96x, 128 x 1024 x
+//   1024 1.03-1.04x / 0.98x, 128 x 2048 x 2048 1.04x / 1.10x, but 1024^3
+//   0.98x / 0.96x, 2048 x 1024 x 1024 0.98x / 0.96x, 2048^3 0.99x / 0.98x.
 constexpr std::size_t kCopyAColBlocks = 16;
 constexpr std::size_t kCopyAMinPanels = 4;
 static_assert(kCopyAMinPanels > kNarrowPanels, "narrow B reads A in place");
@@ -711,6 +717,11 @@ struct GemmGrid {
       : columns_outer(row_chunks) {
     const std::size_t col_unit = ColumnUnit(sweep);
     const std::size_t threads = detail::ArenaThreads();
+    // Two tasks per thread, so that a thread the host slows (a VM's vCPUs
+    // run unevenly) hands work over. One per thread, Zen 5, 2 threads, one
+    // process alternating: 256^3 1.03-1.11x, 512^3 1.02-1.05x, but 2048 x
+    // 2048 x 64 (B transposed) 0.90x, 192 x 768 x 768 0.95-0.97x, 256 x 288
+    // x 256 0.93x, 200^3 0.93-1.05x: not kept.
     const std::size_t tasks_wanted = threads > 1 ? 2 * threads : 1;
     mc = row_chunks ? std::min(RoundUp(g.m, kTileRows),
                                kChunksPerRowTask * SweepRows(depth))
