@@ -42,7 +42,29 @@ namespace hn = hwy::HWY_NAMESPACE;
 // Where attention reads the projections next, from L3 if they stay there:
 // S3 as self-attention (9 MiB of Q|K|V), Zen 4, one process, ordinary
 // stores ran 0.99x as fast as streamed on 1 thread, 1.00x on 2.
-inline std::size_t StreamedCBytes() { return detail::MachineCaches().l3 / 4; }
+//
+// A VM may report its host socket's L3 (508 MiB on the Zen 5 VMs, whose
+// cores share 32 MiB), and no C then streams. Products at most
+// kShallowStreamDepth steps deep, whose stores are a large share of their
+// traffic (Q K^T at head_dim 64: a line of C per 64 multiply-adds of a
+// tile row), also stream from kShallowStreamL2s times L2, a size no L3
+// report moves. Zen 5 VM, one process alternating, streamed from 8 MiB
+// against not at all, 1 thread / 2 threads: 2048 x 2048 x 64 with B
+// transposed 1.035x / 1.017x, plain 1.016x / 1.027x; 2048 x 2048 x 128
+// 1.043x / 1.042x; 4096 x 4096 x 64 1.039x / 1.040x; 2048 x 4096 x 64
+// 1.023x / 1.041x. Deeper products gained nothing: 4096 x 512 x 256 0.993x
+// / 1.008x, 4096 x 512 x 512 0.996x / 1.005x, 2048 x 2048 x 256 1.012x /
+// 1.008x, 2048^3 1.005x / 0.987x. (Unmeasured on Intel, where 8 L2s are 16
+// MiB.)
+constexpr std::size_t kShallowStreamDepth = 128;
+constexpr std::size_t kShallowStreamL2s = 8;
+
+inline std::size_t StreamedCBytes(const detail::GemmArgs& g) {
+  const detail::CacheSizes& caches = detail::MachineCaches();
+  const std::size_t from_l3 = caches.l3 / 4;
+  if (g.k > kShallowStreamDepth) return from_l3;
+  return std::min(from_l3, kShallowStreamL2s * caches.l2);
+}
 
 // Whether the plain stores of `g`'s first slice stream: C of at least
 // `min_bytes` and every tile row on a vector boundary.

@@ -949,10 +949,10 @@ inline void GemmBlocked(const detail::GemmArgs& g) {
     return GemmBlocked(ColumnsOf(g, head, g.n - head));
   }
   if (g.packed_b == nullptr) {
-    return GemmSlices<float>(g, sweep, StreamedCBytes());
+    return GemmSlices<float>(g, sweep, StreamedCBytes(g));
   }
   detail::WithStorageType(g.packed_b->precision, [&](auto element) {
-    GemmSlices<decltype(element)>(g, sweep, StreamedCBytes());
+    GemmSlices<decltype(element)>(g, sweep, StreamedCBytes(g));
   });
 }
 

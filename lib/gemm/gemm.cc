@@ -19,7 +19,7 @@ void GemmKernel(const detail::GemmArgs& args) {
 }
 
 void GemmWideTilesKernel(const detail::GemmArgs& args) {
-  GemmSlices<float>(args, Sweep::kWideSlivers, StreamedCBytes());
+  GemmSlices<float>(args, Sweep::kWideSlivers, StreamedCBytes(args));
 }
 
 bool GemmStreamingCKernel(const detail::GemmArgs& args) {
