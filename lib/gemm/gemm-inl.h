@@ -878,9 +878,10 @@ void GemmSlices(const detail::GemmArgs& g, Sweep sweep,
   }
 }
 
-// The instantiations for pre-packed 16-bit B are compiled in their own
-// objects (gemm_packed16.cc, once per element type), in parallel with this
-// file's (lib/CMakeLists.txt says why).
+// GemmSlices' instantiations are compiled in objects of their own
+// (gemm_slices-inl.h says why).
+extern template void GemmSlices<float>(const detail::GemmArgs& g, Sweep sweep,
+                                       std::size_t stream_c_bytes);
 extern template void GemmSlices<detail::BF16>(const detail::GemmArgs& g,
                                               Sweep sweep,
                                               std::size_t stream_c_bytes);

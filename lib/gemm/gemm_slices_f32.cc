@@ -1,0 +1,7 @@
+// GemmSlices for B of type float, in its own object (gemm_slices-inl.h).
+#define MHA_SLICES_ELEMENT float
+#undef HWY_TARGET_INCLUDE
+#define HWY_TARGET_INCLUDE "lib/gemm/gemm_slices-inl.h"
+#include "hwy/foreach_target.h"  // IWYU pragma: keep
+// Must come after foreach_target.h.
+#include "lib/gemm/gemm_slices-inl.h"
