@@ -7,8 +7,8 @@ every few steps: the loop still runs, only slower, and no test notices.
 This reads `objdump -d` of a binary or object file, finds each innermost
 loop (a backward jump over straight-line code) with at least --min-fma
 FMAs in a function whose name --target matches (a regular expression:
-Highway targets' namespaces), and counts its vector loads and stores addressed from the stack
-pointer or frame pointer.
+Highway targets' namespaces), and counts its vector loads and stores
+addressed from the stack pointer or frame pointer.
 
   python3 scripts/spilled-loops.py build/benchmarks/mha_benchmarks
   python3 scripts/spilled-loops.py --target 'N_AVX(2|3)' build/lib/libmha.a
@@ -29,8 +29,9 @@ JUMP = re.compile(r"^j\w+\s+([0-9a-f]+)")
 
 def functions(binary):
     """Yields (name, [(address, instruction text)]) for each function."""
-    listing = subprocess.run(["objdump", "-d", "-C", "--no-show-raw-insn", binary],
-                             capture_output=True, text=True, check=True).stdout
+    listing = subprocess.run(
+        ["objdump", "-d", "-C", "--no-show-raw-insn", binary],
+        capture_output=True, text=True, check=True).stdout
     name, body = None, []
     for line in listing.splitlines():
         match = FUNCTION.match(line)
