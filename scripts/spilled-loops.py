@@ -13,8 +13,12 @@ addressed from the stack pointer or frame pointer.
   python3 scripts/spilled-loops.py build/benchmarks/mha_benchmarks
   python3 scripts/spilled-loops.py --target 'N_AVX(2|3)' build/lib/libmha.a
 
+  python3 scripts/spilled-loops.py --objdump aarch64-linux-gnu-objdump \
+      --target 'N_(NEON|SVE)' build-arm/lib/libmha.a
+
 Prints one line per loop that spills (stack accesses, FMAs, address,
-function) and a summary; exits 1 if any loop spills. x86 only (AT&T syntax).
+function) and a summary; exits 1 if any loop spills. Reads x86 (AT&T
+syntax) and aarch64 (NEON and SVE registers) code.
 """
 
 import argparse
@@ -24,13 +28,28 @@ import sys
 
 INSTRUCTION = re.compile(r"^\s+([0-9a-f]+):\s+(.*)$")
 FUNCTION = re.compile(r"^([0-9a-f]+) <(.*)>:$")
-JUMP = re.compile(r"^j\w+\s+([0-9a-f]+)")
+# x86's jumps; aarch64's branches (b, b.cond, cbz, cbnz, tbz, tbnz).
+JUMP = re.compile(r"^(?:j\w+|b|b\.\w+|cbn?z\s+\w+,|tbn?z\s+\w+, #\d+,)"
+                  r"\s+([0-9a-f]+)\b")
+# x86's vfmadd*; aarch64's fmla (NEON and SVE) and SVE's fmad.
+FMA = re.compile(r"^(?:v?fn?m(?:add|sub)\w*|fmla|fmad)\s")
+# A vector register (x86's xmm/ymm/zmm; aarch64's q, v and SVE's z) read or
+# written relative to the stack pointer, or to the frame pointer where the
+# function sets one up (elsewhere clang uses rbp as any other register: it
+# held the attention's A sliver).
+STACK_VECTOR = re.compile(
+    r"(?:%[xyz]mm\d+.*\(%rsp\)|\(%rsp\).*%[xyz]mm\d+)"
+    r"|(?:\b[qvz]\d+\b.*\[sp\b)")
+FRAME_VECTOR = re.compile(
+    r"(?:%[xyz]mm\d+.*\(%rbp\)|\(%rbp\).*%[xyz]mm\d+)"
+    r"|(?:\b[qvz]\d+\b.*\[x29\b)")
+SETS_FRAME_POINTER = re.compile(r"^mov\s+(?:%rsp,%rbp|x29, sp)$")
 
 
-def functions(binary):
+def functions(binary, objdump):
     """Yields (name, [(address, instruction text)]) for each function."""
     listing = subprocess.run(
-        ["objdump", "-d", "-C", "--no-show-raw-insn", binary],
+        [objdump, "-d", "-C", "--no-show-raw-insn", binary],
         capture_output=True, text=True, check=True).stdout
     name, body = None, []
     for line in listing.splitlines():
@@ -62,10 +81,6 @@ def innermost_loops(body):
             yield loop
 
 
-def is_stack_vector_access(text):
-    return "mm" in text and ("(%rsp)" in text or "(%rbp)" in text)
-
-
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("binary")
@@ -73,17 +88,22 @@ def main():
                         help="regular expression for the functions to scan")
     parser.add_argument("--min-fma", type=int, default=48,
                         help="FMAs that make a loop a micro-kernel's")
+    parser.add_argument("--objdump", default="objdump",
+                        help="the objdump of the binary's architecture")
     args = parser.parse_args()
     loops = spilled = 0
-    for name, body in functions(args.binary):
+    for name, body in functions(args.binary, args.objdump):
         if not re.search(args.target, name):
             continue
+        frame = any(SETS_FRAME_POINTER.match(text) for _, text in body)
         for loop in innermost_loops(body):
-            fmas = sum("fmadd" in text for _, text in loop)
+            fmas = sum(bool(FMA.match(text)) for _, text in loop)
             if fmas < args.min_fma:
                 continue
             loops += 1
-            stack = sum(is_stack_vector_access(text) for _, text in loop)
+            stack = sum(bool(STACK_VECTOR.search(text) or
+                             (frame and FRAME_VECTOR.search(text)))
+                        for _, text in loop)
             if stack:
                 spilled += 1
                 print(f"{stack:3d} stack accesses, {fmas:3d} FMAs at "
