@@ -83,6 +83,34 @@ struct RowsA {
   }
 };
 
+// How a row's value of A becomes a vector in MultiplyPanels: a broadcast
+// (x86's vbroadcastss from memory), or on NEON, where A's rows of a step are
+// contiguous, a lane of a vector of four rows, which fmla multiplies by
+// (fmla v.4s, v.4s, v.s[lane]). With a broadcast per row GCC 12 kept each
+// row's value in a register of its own on NEON: 12 beside the 24
+// accumulators and 2 B vectors of the 12 x 2 tile, 38 of 32, and 25 to 37
+// stack loads and stores per 96 FMAs (scripts/spilled-loops.py); by lanes,
+// 2 (the 6 x 4 tile's: 12). Over gemm_slices_f32.cc's NEON loops of this
+// kind, 70 stack accesses instead of 223. Unmeasured on Arm hardware. A
+// macro rather than a function, so that x86's code stays as it was
+// measured: through a function, GCC 12 spilled 5 more loops there.
+#if HWY_TARGET == HWY_NEON
+template <std::size_t kRows, std::size_t r, class AOperand, class Step>
+HWY_INLINE FloatVec RowOfA(FloatTag d, const AOperand& a, const Step& step) {
+  if constexpr (std::is_same_v<AOperand, StepsA> && kRows >= 4) {
+    // Rows 4g to 4g + 3, or the last four (6 rows: 0-3, then 2-5).
+    constexpr std::size_t kFirst =
+        r / 4 * 4 + 4 <= kRows ? r / 4 * 4 : kRows - 4;
+    return hn::Broadcast<r - kFirst>(hn::LoadU(d, step + kFirst));
+  } else {
+    return hn::Set(d, a.At(step, r));
+  }
+}
+#define MHA_ROW_OF_A(r) RowOfA<kRows, r>(d, a, step)
+#else
+#define MHA_ROW_OF_A(r) hn::Set(d, a.At(step, r))
+#endif
+
 // Lists the tile's row indices for the macros below.
 #define MHA_TILE_ROWS(X) \
   X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7) X(8) X(9) X(10) X(11)
@@ -180,20 +208,21 @@ MHA_TILE_KERNEL void MultiplyPanels(std::size_t depth, const AOperand& a,
       hn::Store(b1, d, to + lanes);
     }
     const auto step = a.Step(p);
-#define MHA_UPDATE_ROW(r)                           \
-  if constexpr (r < kRows) {                        \
-    const FloatVec a_r = hn::Set(d, a.At(step, r)); \
-    c##r##a = hn::MulAdd(a_r, b0, c##r##a);         \
-    if constexpr (kVecs == 2) {                     \
-      c##r##b = hn::MulAdd(a_r, b1, c##r##b);       \
-    }                                               \
-    if constexpr (kPanels == 2) {                   \
-      c##r##c = hn::MulAdd(a_r, b2, c##r##c);       \
-      c##r##d = hn::MulAdd(a_r, b3, c##r##d);       \
-    }                                               \
+#define MHA_UPDATE_ROW(r)                     \
+  if constexpr (r < kRows) {                  \
+    const FloatVec a_r = MHA_ROW_OF_A(r);     \
+    c##r##a = hn::MulAdd(a_r, b0, c##r##a);   \
+    if constexpr (kVecs == 2) {               \
+      c##r##b = hn::MulAdd(a_r, b1, c##r##b); \
+    }                                         \
+    if constexpr (kPanels == 2) {             \
+      c##r##c = hn::MulAdd(a_r, b2, c##r##c); \
+      c##r##d = hn::MulAdd(a_r, b3, c##r##d); \
+    }                                         \
   }
     MHA_TILE_ROWS(MHA_UPDATE_ROW)
 #undef MHA_UPDATE_ROW
+#undef MHA_ROW_OF_A
   }
 #define MHA_FINISH_ROW(r)                                         \
   if constexpr (r < kRows) {                                      \
