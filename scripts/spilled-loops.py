@@ -37,12 +37,15 @@ FMA = re.compile(r"^(?:v?fn?m(?:add|sub)\w*|fmla|fmad)\s")
 # written relative to the stack pointer, or to the frame pointer where the
 # function sets one up (elsewhere clang uses rbp as any other register: it
 # held the attention's A sliver).
-STACK_VECTOR = re.compile(
-    r"(?:%[xyz]mm\d+.*\(%rsp\)|\(%rsp\).*%[xyz]mm\d+)"
-    r"|(?:\b[qvz]\d+\b.*\[sp\b)")
-FRAME_VECTOR = re.compile(
-    r"(?:%[xyz]mm\d+.*\(%rbp\)|\(%rbp\).*%[xyz]mm\d+)"
-    r"|(?:\b[qvz]\d+\b.*\[x29\b)")
+def vector_access(x86_base, arm_base):
+    """A vector register read or written relative to the named base."""
+    return re.compile(
+        rf"(?:%[xyz]mm\d+.*\(%{x86_base}\)|\(%{x86_base}\).*%[xyz]mm\d+)"
+        rf"|(?:\b[qvz]\d+\b.*\[{arm_base}\b)")
+
+
+STACK_VECTOR = vector_access("rsp", "sp")
+FRAME_VECTOR = vector_access("rbp", "x29")
 SETS_FRAME_POINTER = re.compile(r"^mov\s+(?:%rsp,%rbp|x29, sp)$")
 
 
