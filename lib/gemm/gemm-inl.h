@@ -692,11 +692,18 @@ inline void ScaleOnly(const detail::GemmArgs& g) {
 // columns of B in its block column, so splitting columns reads A again and
 // splitting rows reads (and packs) B again: 1024 x 1024 x 1024 on two threads
 // of Zen 4 ran at 174 GFLOP/s as 6 column blocks of 192 and at 196 as 2 x 3
-// blocks of 516 x 384 (4096 x 512 x 512: 172 and 209). Then rows are split
-// while the last round of tasks would leave more than 1/16 of the threads' time
-// idle (9 column blocks would run as 5 and 4 on two threads). How C is cut does
-// not change any of its elements (each is the same sequence of FMAs in any
-// task), so the grid may follow the thread count; only k must not be split.
+// blocks of 516 x 384 (4096 x 512 x 512: 172 and 209). Splitting goes on,
+// by the same choice, while the last round of tasks would leave more than 1/16
+// of the threads' time idle (9 column blocks would run as 5 and 4 on two
+// threads). Rows alone were split there before, so that each of two row
+// blocks read and packed all of B: Zen 5, 2 threads, one process alternating,
+// against that (9 column blocks of 256 in 2 row blocks, now 18 of 128 in one):
+// 128 x 2304 x 768 1.14-1.16x (4 runs; 0.87-0.90x oneDNN before), 64 x 2304 x
+// 2048 1.81x, 16 x 2304 x 768 1.35x, 96 x 2304 x 1024 1.20x, 192 x 2304 x 768
+// 1.07x, 48 x 2304 x 512 1.02x, 384 x 2304 x 256 1.00x. No grid of the
+// layer's products at S1-S6 and P64 changed. How C is cut does not change any
+// of its elements (each is the same sequence of FMAs in any task), so the grid
+// may follow the thread count; only k must not be split.
 struct GemmGrid {
   std::size_t mc, nc, row_blocks, col_blocks;
   // Tasks in order of columns, then rows (RunsRowChunks: consecutive tasks
@@ -737,11 +744,9 @@ struct GemmGrid {
       const std::size_t half_nc = EvenBlock(g.n, 2 * col_blocks, col_unit);
       const bool rows_split = Blocks(g.m, half_mc) > row_blocks;
       const bool cols_split = Blocks(g.n, half_nc) > col_blocks;
-      if (tasks() >= tasks_wanted) {
-        if (Balanced(threads) || !rows_split) break;
-        mc = half_mc;
-      } else if (cols_split && (!rows_split || Reads(g, mc, half_nc) <=
-                                                   Reads(g, half_mc, nc))) {
+      if (tasks() >= tasks_wanted && Balanced(threads)) break;
+      if (cols_split &&
+          (!rows_split || Reads(g, mc, half_nc) <= Reads(g, half_mc, nc))) {
         nc = half_nc;
       } else if (rows_split) {
         mc = half_mc;
