@@ -54,8 +54,10 @@ namespace hn = hwy::HWY_NAMESPACE;
 // 1.043x / 1.042x; 4096 x 4096 x 64 1.039x / 1.040x; 2048 x 4096 x 64
 // 1.023x / 1.041x. Deeper products gained nothing: 4096 x 512 x 256 0.993x
 // / 1.008x, 4096 x 512 x 512 0.996x / 1.005x, 2048 x 2048 x 256 1.012x /
-// 1.008x, 2048^3 1.005x / 0.987x. (Unmeasured on Intel, where 8 L2s are 16
-// MiB.)
+// 1.008x, 2048^3 1.005x / 0.987x. Emerald Rapids VM (2 MiB L2s: from 16
+// MiB), 2048 x 2048 x 64 with B transposed, C aligned and streamed against
+// 16 bytes off and stored plainly, one process alternating: 0.95x and 1.00x
+// on 1 thread, 0.99x on 2 (kept: within that host's noise).
 constexpr std::size_t kShallowStreamDepth = 128;
 constexpr std::size_t kShallowStreamL2s = 8;
 

@@ -572,7 +572,13 @@ HWY_NOINLINE void SweepPanelPairs(const AOperand& rows_a, std::size_t mc,
 // alternating process by process (five each): S2 self on 1 thread 1.03x;
 // with BF16 weights (half the bytes from L3) S2 self 1.00x on 1 and 2
 // threads, S1 1.00x. The first remedy for the first wide tile of each
-// pair in the pair sweep: S3's forward 0.996-1.010x, not kept.
+// pair in the pair sweep: S3's forward 0.996-1.010x, not kept. The second
+// for B read in place and packed by the first sliver (PrepareB), the later
+// slivers asking for the next block's rows (the same columns' next slice)
+// into L2, blocks of 8 panels: Emerald Rapids VM, one process alternating,
+// 64 and 96 x 4096 x 4096 1.00-1.03x on 1 thread, 0.91-0.97x on 2 (the
+// first sliver, waiting on B's rows 16 KiB apart, went from 49% of the
+// samples to 40%, the others took the rest), not kept.
 constexpr std::size_t kFirstSliverAheadSteps = 128;
 
 inline bool AsksNextBlock(const detail::GemmArgs& g, Sweep sweep,
