@@ -324,6 +324,20 @@ TEST_P(GemmTest, BPackedFromFewerSlivers) {
   Check(rows(6), n, in_l2, false, false, 0.5f, 0.0f);
 }
 
+// B beyond the size whose blocks the first sliver packs as it reads them,
+// whole panels wide, from the fewest slivers that pack B: each block copied
+// before its slivers, on 1 and 2 threads, with beta.
+TEST_P(GemmTest, LargeBBlocksCopied) {
+  const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
+  const std::size_t n = 4 * p.tile_cols;
+  const std::size_t k = p.sliver_packs_b_max_floats / n + 1;
+  for (int threads : {1, 2}) {
+    InArena(threads, [&] {
+      Check(6 * p.tile_rows - 1, n, k, false, false, 1.0f, 0.5f);
+    });
+  }
+}
+
 // B read in place with rows far apart (300 floats of padding: at least
 // kFarBRowFloats) and more than half as many floats as L2 holds, which the
 // micro-kernel prefetches step by step: slivers of one panel and, for narrow

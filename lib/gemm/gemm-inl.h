@@ -187,6 +187,31 @@ inline bool PrefetchesFarB(const detail::GemmArgs& g) {
 // steps: 64 x 1024 x 1024 0.96x on 1 thread.
 constexpr std::size_t kPackingSliverAheadSteps = 32;
 
+// Whether the first sliver of a block packs B's rows as it reads them
+// (PrepareB), rather than a copy of the block before it: where B is at most
+// kSliverPacksBL2s L2s. Larger B comes from DRAM or a far L3, and the
+// sliver, reading a piece of two lines from each row in turn (rows 16 KiB
+// apart at 4096 columns), waits on each: in 64 x 4096 x 4096 on 1 thread
+// it held half of perf's samples for a fifth of the multiply-adds, where
+// the copy reads each row's block whole, as the prefetchers follow.
+// Emerald Rapids VM, one process alternating, copied against packed by the
+// sliver, 1 thread / 2 threads: 64 x 4096 x 4096 (B of 64 MiB) 1.30x /
+// 1.12-1.13x, 96 x 4096 x 4096 1.23-1.24x / 1.14-1.23x, 96 x 4096 x 2048
+// (32 MiB) 1.10x / 1.06x, 64 x 2048 x 4096 1.06x / 1.02x, 96 x 3072 x 2048
+// (24 MiB) 1.09x / 1.10x, 64 x 4096 x 1024 (16 MiB) 1.05x / 1.08x, 96 x
+// 2304 x 1024 (9 MiB) 1.02x / 1.03x, 128 x 2304 x 768 (7 MiB) 1.01x /
+// 1.06x, but 64 x 1024 x 1024 (4 MiB) 0.96x / 0.97-0.99x, 256^3 0.96x /
+// 0.95-0.96x. On Zen 5 (1 MiB L2, the measurements above) the sliver was
+// the faster at 128 x 2304 x 768 (7 L2s, 1.03x / 1.02x) and at 96 x 4096 x
+// 4096 on 2 threads (64 L2s, 0.99x / 1.04x): the bound, 8 L2s, keeps the
+// sliver there up to 8 MiB and gives the copy the products beyond 16 MiB
+// here.
+constexpr std::size_t kSliverPacksBL2s = 8;
+
+inline bool SliverPacksB(const detail::GemmArgs& g) {
+  return BBytes(g) <= kSliverPacksBL2s * detail::MachineCaches().l2;
+}
+
 // A task's B block as its slivers read it: `panels`; and, where its first
 // sliver packs them (first_sliver.first not null), B's rows in place as that
 // sliver reads them, each step copied into `panels` on the way.
@@ -227,7 +252,8 @@ struct PreparedB {
 // x 512 x 512 1.01x / 1.17x (B's columns split between tasks), 128 x 2304 x
 // 768 1.03x / 1.02x, 96 x 4096 x 4096 0.99x / 1.04x, 20 x 512 x 512 1.02x /
 // 1.03x, 256^3 1.01x / 1.02x, 512^3 1.01x / 1.02x, 1024 x 768 x 768 1.00x /
-// 1.01x, 1024^3 and 2048^3 within 1%.
+// 1.01x, 1024^3 and 2048^3 within 1%. B beyond kSliverPacksBL2s L2s is
+// copied instead (SliverPacksB).
 inline PreparedB PrepareB(const detail::GemmArgs& g, Sweep sweep,
                           std::size_t j0, std::size_t nc, std::size_t p0,
                           std::size_t kc, std::size_t slivers) {
@@ -252,7 +278,8 @@ inline PreparedB PrepareB(const detail::GemmArgs& g, Sweep sweep,
   float* packed =
       detail::ThreadScratch(detail::ScratchSlot::kGemmB, kc * RoundUp(nc, nr));
   const BPanels<float> panels{packed, kc * nr, nr};
-  if (!g.trans_b && sweep == Sweep::kSlivers && nc % nr == 0) {
+  if (!g.trans_b && sweep == Sweep::kSlivers && nc % nr == 0 &&
+      SliverPacksB(g)) {
     return {panels, {block, nr, g.ldb, nullptr, packed}};
   }
   PackPanels(packed, nr, block, j_stride, p_stride, nc, kc);

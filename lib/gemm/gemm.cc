@@ -55,6 +55,7 @@ detail::GemmShapeParams GemmShapeParamsOfTarget() {
       kWalkRows,
       WalkMinBFloats(),
       detail::MachineCaches().l2 / sizeof(float),
+      kSliverPacksBL2s * detail::MachineCaches().l2 / sizeof(float),
       asks_next_kc,
       asks_next_kc == 0 ? 0 : BlockCols(asks_next_kc, Sweep::kSlivers, true),
       kPackBReuse * kTileRows};

@@ -79,6 +79,9 @@ struct GemmShapeParams {
   // The most floats of B (k x n) that the sliver sweep reads in place from
   // as many slivers as where B's rows share one set of L1 (BExceedsL2).
   std::size_t in_place_b_max_floats;
+  // The most floats of B (k x n) whose blocks the sliver sweep's first
+  // sliver packs as it reads them; beyond, each block is copied first.
+  std::size_t sliver_packs_b_max_floats;
   // The deepest B, pre-packed and one slice of the sliver sweep deep, whose
   // tasks ask for the next task's block into L2 (0: none), and the width of
   // their blocks.
