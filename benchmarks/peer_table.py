@@ -8,10 +8,11 @@ so that all rates of a table share the same machine state; the tables show
 medians. OpenBLAS runs on the kernel it picks for this CPU: the environment
 variables that hold it to another (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE) are
 removed for this process, except where OpenBLAS does not know the CPU and
-falls back to its generic SSE3 kernels (openblas_core_for_cpu). Every buffer of the process, the peers' as well, is
-put on transparent huge pages (glibc's tunable glibc.malloc.hugetlb=1), as mha
-puts its packed weights and KV caches and the read probe its buffer: the
-tables compare the kernels, not the page sizes their callers happened to get.
+falls back to its generic SSE3 kernels (openblas_core_for_cpu). Every buffer
+of the process, the peers' as well, is put on transparent huge pages (glibc's
+tunable glibc.malloc.hugetlb=1), as mha puts its packed weights and KV caches
+and the read probe its buffer: the tables compare the kernels, not the page
+sizes their callers happened to get.
 Tables, each with every row, wins and losses:
 
 - SGEMM / GEMV: GFLOP/s (GB/s for M = 1), the fraction of the measured peak
