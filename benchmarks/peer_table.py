@@ -8,7 +8,7 @@ so that all rates of a table share the same machine state; the tables show
 medians. OpenBLAS runs on the kernel it picks for this CPU: the environment
 variables that hold it to another (OPENBLAS_CORETYPE, OPENBLAS_L2_SIZE) are
 removed for this process, except where OpenBLAS does not know the CPU and
-falls back to its generic SSE3 kernels (openblas_core_for_cpu). Every buffer
+falls back to its generic SSE3 kernels (openblas_core.py). Every buffer
 of the process, the peers' as well, is put on transparent huge pages (glibc's
 tunable glibc.malloc.hugetlb=1), as mha puts its packed weights and KV caches
 and the read probe its buffer: the tables compare the kernels, not the page
@@ -37,6 +37,8 @@ import os
 import re
 import subprocess
 from collections import defaultdict
+
+from openblas_core import openblas_environment
 
 PEERS = ("OpenBLAS", "OneDNN", "PyTorch")
 # mha's own benchmarks with 16-bit storage: BM_DecodeStepBF16, ...
@@ -78,42 +80,11 @@ def parse_args():
     return p.parse_args()
 
 
-def openblas_core_for_cpu(env):
-    """The OPENBLAS_CORETYPE to set, or None where OpenBLAS knows this CPU.
-
-    Debian's OpenBLAS 0.3.21 picks its kernels by CPU model, and a model newer
-    than it (Emerald Rapids, family 6 model 207) gets "Prescott", SSE3 kernels
-    at a fifth of its rate (2048^3 on one thread: 32.9 GFLOP/s against 145 for
-    oneDNN). A user on such a CPU would name the kernels the CPU's features
-    allow, as OpenBLAS itself does for the models it knows: Cooperlake's for
-    AVX512-BF16 (what 0.3.21 runs on Sapphire Rapids), SkylakeX's for
-    AVX-512, Haswell's for AVX2 and FMA."""
-    probe = ("import ctypes, ctypes.util\n"
-             "lib = ctypes.CDLL(ctypes.util.find_library('openblas') or 'libopenblas.so.0')\n"
-             "lib.openblas_get_corename.restype = ctypes.c_char_p\n"
-             "print(lib.openblas_get_corename().decode())")
-    found = subprocess.run(["python3", "-c", probe], env=env, capture_output=True, text=True)
-    if found.returncode != 0 or found.stdout.strip() != "Prescott":
-        return None
-    with open("/proc/cpuinfo") as f:
-        flags = set(re.search(r"^flags\s*:(.*)$", f.read(), re.M).group(1).split())
-    for needs, core in (({"avx512_bf16"}, "Cooperlake"), ({"avx512f", "avx512bw"}, "SkylakeX"),
-                        ({"avx2", "fma"}, "Haswell")):
-        if needs <= flags:
-            return core
-    return None
-
-
 def measure(args):
     """Runs the benchmarks; returns {name without /real_time: median counters}."""
-    env = dict(os.environ)
-    for name in ("OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE", "MHA_TARGET"):
-        env.pop(name, None)
-    core = None if args.from_json else openblas_core_for_cpu(env)
-    if core:
-        print(f"OpenBLAS does not know this CPU and would run its generic Prescott "
-              f"kernels: OPENBLAS_CORETYPE={core} for this run")
-        env["OPENBLAS_CORETYPE"] = core
+    env = {k: v for k, v in os.environ.items() if k != "MHA_TARGET"}
+    if not args.from_json:
+        env = openblas_environment(env)
     env["GLIBC_TUNABLES"] = ":".join(
         filter(None, (env.get("GLIBC_TUNABLES"), "glibc.malloc.hugetlb=1")))
     measured = (args.only,) if args.only else (GEMM, LAYER, CORE, BIAS)

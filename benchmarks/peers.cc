@@ -96,10 +96,13 @@ void DescribePeers() {
   benchmark::AddCustomContext("peer_openblas", OpenBlasLabel());
   for (const char* forcing : {"OPENBLAS_CORETYPE", "OPENBLAS_L2_SIZE"}) {
     if (const char* value = std::getenv(forcing)) {
-      std::fprintf(stderr,
-                   "mha_benchmarks: %s=%s holds OpenBLAS off its own choice "
-                   "of kernel (%s); unset it to time OpenBLAS at its best\n",
-                   forcing, value, OpenBlasLabel().c_str());
+      std::fprintf(
+          stderr,
+          "mha_benchmarks: %s=%s holds OpenBLAS to %s; where OpenBLAS "
+          "knows this CPU, unset it to time OpenBLAS at its own choice "
+          "(peer_table.py and mha-bench name a kernel only where it "
+          "falls back to Prescott)\n",
+          forcing, value, OpenBlasLabel().c_str());
     }
   }
 #endif
