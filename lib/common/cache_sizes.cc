@@ -1,6 +1,9 @@
 #include "lib/common/cache_sizes.h"
 
 #include <unistd.h>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 
 #include <cstdlib>
 #include <fstream>
@@ -34,7 +37,7 @@ std::string ReadLine(const std::string& path) {
 }
 
 CacheSizes FromSysfs() {
-  CacheSizes sizes{0, 0, 0, 0, 0, {}};
+  CacheSizes sizes{0, 0, 0, 0, 0, false, {}};
   for (int index = 0; index < 8; ++index) {
     const std::string dir = "/sys/devices/system/cpu/cpu0/cache/index" +
                             std::to_string(index) + "/";
@@ -86,6 +89,18 @@ void ApplyOverride(const char* value, std::size_t* const fields[5],
   }
 }
 
+// Whether the CPU's vendor is Intel (CacheSizes::l3_fills_from_one_core).
+bool IsIntel() {
+#if defined(__x86_64__) || defined(__i386__)
+  unsigned max_leaf = 0, ebx = 0, ecx = 0, edx = 0;
+  if (__get_cpuid(0, &max_leaf, &ebx, &ecx, &edx) == 0) return false;
+  // "GenuineIntel" in ebx, edx, ecx.
+  return ebx == 0x756e6547u && edx == 0x49656e69u && ecx == 0x6c65746eu;
+#else
+  return false;
+#endif
+}
+
 // Each size from MHA_CACHES, else sysfs, else sysconf, else (missing or
 // implausible: some VMs and emulators report none) that of a typical current
 // core, with its source. Implausible sizes in MHA_CACHES throw.
@@ -125,6 +140,7 @@ CacheSizes Detect() {
             kShortestCacheLine);
   fall_back(3, sizes.l2 < (256u << 10) || sizes.l2 > (64u << 20), 1u << 20);
   fall_back(4, sizes.l3 < sizes.l2 || sizes.l3 > (1u << 30), 32u << 20);
+  sizes.l3_fills_from_one_core = sizes.source[4] == kOverride || IsIntel();
   return sizes;
 }
 
@@ -146,7 +162,7 @@ std::string DescribeMachineCaches() {
   return "L1d " + kib(c.l1d) + from(0) + " " + std::to_string(c.l1d_ways) +
          "-way" + from(1) + " " + std::to_string(c.line) + "-byte lines" +
          from(2) + ", L2 " + kib(c.l2) + from(3) + ", L3 " + kib(c.l3) +
-         from(4);
+         from(4) + (c.l3_fills_from_one_core ? ", one core fills it" : "");
 }
 
 }  // namespace mha::detail

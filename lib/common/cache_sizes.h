@@ -14,6 +14,12 @@ struct CacheSizes {
   std::size_t line;      // bytes of its cache line
   std::size_t l2;        // bytes of L2 per core
   std::size_t l3;        // bytes of the last-level cache cpu0 shares
+  // Whether one core can fill all of l3: where MHA_CACHES names it, or on
+  // Intel's x86 CPUs, whose last-level cache is one per socket (slices on a
+  // mesh or ring). Not on AMD's, whose L3 is one per core complex (32 MiB on
+  // Zen 4 and Zen 5) while VMs may report a whole socket's (508 MiB on the
+  // Zen 5 VMs), nor on Arm's (unmeasured).
+  bool l3_fills_from_one_core;
   // Where each size came from, "MHA_CACHES", "sysfs", "sysconf" or "default",
   // in the order above: a VM may report none in sysfs, or a whole socket's L3
   // in sysconf.
@@ -34,7 +40,8 @@ struct CacheSizes {
 const CacheSizes& MachineCaches();
 
 // MachineCaches() in words, with the source of each size, for benchmark
-// reports: "L1d 48 KiB (sysconf), 12-way (sysconf), ...".
+// reports: "L1d 48 KiB (sysconf), 12-way (sysconf), ...", ending with ", one
+// core fills it" where l3_fills_from_one_core.
 std::string DescribeMachineCaches();
 
 // A row stride for rows of at least `floats` floats: whole cache lines, an

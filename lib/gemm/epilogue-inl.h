@@ -54,17 +54,28 @@ namespace hn = hwy::HWY_NAMESPACE;
 // 1.043x / 1.042x; 4096 x 4096 x 64 1.039x / 1.040x; 2048 x 4096 x 64
 // 1.023x / 1.041x. Deeper products gained nothing: 4096 x 512 x 256 0.993x
 // / 1.008x, 4096 x 512 x 512 0.996x / 1.005x, 2048 x 2048 x 256 1.012x /
-// 1.008x, 2048^3 1.005x / 0.987x. Emerald Rapids VM (2 MiB L2s: from 16
-// MiB), 2048 x 2048 x 64 with B transposed, C aligned and streamed against
-// 16 bytes off and stored plainly, one process alternating: 0.95x and 1.00x
-// on 1 thread, 0.99x on 2 (kept: within that host's noise).
+// 1.008x, 2048^3 1.005x / 0.987x. On Intel's CPUs, whose L3 is one cache
+// per socket (CacheSizes::l3_fills_from_one_core), the L3 report alone
+// decides: on the Emerald Rapids VM (2 MiB L2s, 260 MiB L3 reported) C
+// stays in L3 from one call to the next, and streaming it from 8 L2s was
+// the loss. One process alternating (an experiment build switching the
+// streaming off, results bitwise equal), C aligned, stored plainly against
+// streamed, 1 thread / 2 threads: 2048 x 2048 x 64 with B transposed 1.075x
+// / 1.052x, plain 1.093x / 1.053x; 2048 x 2048 x 128 1.051x / 1.075x; 4096
+// x 4096 x 64 1.071x / 1.370x; 2048 x 4096 x 64 1.065x / 1.066x; deeper,
+// 4096 x 8192 x 256 (128 MiB of C, past a quarter of L3: still streamed)
+// 1.01x / 1.02x, within the noise. (An earlier comparison there against C 16
+// bytes off, which no store streams, had put it at 0.95-1.00x: the misalignment
+// cost as much.)
 constexpr std::size_t kShallowStreamDepth = 128;
 constexpr std::size_t kShallowStreamL2s = 8;
 
 inline std::size_t StreamedCBytes(const detail::GemmArgs& g) {
   const detail::CacheSizes& caches = detail::MachineCaches();
   const std::size_t from_l3 = caches.l3 / 4;
-  if (g.k > kShallowStreamDepth) return from_l3;
+  if (g.k > kShallowStreamDepth || caches.l3_fills_from_one_core) {
+    return from_l3;
+  }
   return std::min(from_l3, kShallowStreamL2s * caches.l2);
 }
 
