@@ -719,13 +719,13 @@ inline void ScaleOnly(const detail::GemmArgs& g) {
 // block once and sweeps every A sliver of its rows past it), of all rows or,
 // for row-chunk products (RunsRowChunks), of kChunksPerRowTask chunks of rows,
 // split further -- in whole column units (ColumnUnit) or in whole tiles,
-// whichever reads less -- while there are fewer than two tasks per thread of
-// the caller's arena, each of at least kMinTaskWork multiply-adds. Every column
-// block reads all the rows of A in its block row and every row block all the
-// columns of B in its block column, so splitting columns reads A again and
-// splitting rows reads (and packs) B again: 1024 x 1024 x 1024 on two threads
-// of Zen 4 ran at 174 GFLOP/s as 6 column blocks of 192 and at 196 as 2 x 3
-// blocks of 516 x 384 (4096 x 512 x 512: 172 and 209). Splitting goes on,
+// whichever reads less -- while there are fewer than TasksPerThread tasks per
+// thread of the caller's arena, each of at least kMinTaskWork multiply-adds.
+// Every column block reads all the rows of A in its block row and every row
+// block all the columns of B in its block column, so splitting columns reads A
+// again and splitting rows reads (and packs) B again: 1024 x 1024 x 1024 on two
+// threads of Zen 4 ran at 174 GFLOP/s as 6 column blocks of 192 and at 196 as 2
+// x 3 blocks of 516 x 384 (4096 x 512 x 512: 172 and 209). Splitting goes on,
 // by the same choice, while the last round of tasks would leave more than 1/16
 // of the threads' time idle (9 column blocks would run as 5 and 4 on two
 // threads). Rows alone were split there before, so that each of two row
@@ -750,6 +750,27 @@ struct GemmGrid {
   bool columns_outer;
   static constexpr double kMinTaskWork = 1 << 20;
 
+  // Tasks per thread, so that a thread the host slows (a VM's vCPUs run
+  // unevenly, a neighbour on the core's other hardware thread takes its
+  // load ports for minutes) hands work over: oneTBB rebalances only whole
+  // tasks. One per thread, Zen 5, 2 threads, one process alternating: 256^3
+  // 1.03-1.11x, 512^3 1.02-1.05x, but 2048 x 2048 x 64 (B transposed)
+  // 0.90x, 192 x 768 x 768 0.95-0.97x, 256 x 288 x 256 0.93x, 200^3
+  // 0.93-1.05x: not kept. Four where B is pre-packed (the layer's weights),
+  // whose extra row blocks read B again but pack nothing: Emerald Rapids
+  // VM, 2 threads, forward alternating with two per thread in one process,
+  // an hour when the 12 x 2 tile's loop ran at 77% of its quiet speed:
+  // S2 (b1 L128 d512) 0.95-1.12x (4 runs), as self-attention 1.03-1.10x,
+  // S3 (b8 L128 d768) 1.03-1.09x, self 0.99-1.08x, S4 and S5 0.98-1.01x;
+  // in a quiet half hour S2 1.00x (self 0.99x), S3 0.99x (self 1.02x).
+  // Where the product packs B, each extra row block packs it again: quiet,
+  // 2 threads, 1024 x 768 x 768 0.97x and 0.99x, 2048 x 1024 x 1024 0.97x
+  // and 0.99x, 1024^3 0.97x, 2048^3 0.98x and 1.05x (two builds' same
+  // code alternating: 0.93-1.02x).
+  static std::size_t TasksPerThread(const detail::GemmArgs& g) {
+    return g.packed_b != nullptr ? 4 : 2;
+  }
+
   // `depth`: the product's slice depth (SliceDepth); `row_chunks`: whether
   // its tasks are chunks of rows (RunsRowChunks); `sweep`: how its rows pass
   // B's panels; `beside_next`: whether its tasks ask for the next task's B
@@ -759,12 +780,8 @@ struct GemmGrid {
       : columns_outer(row_chunks) {
     const std::size_t col_unit = ColumnUnit(sweep);
     const std::size_t threads = detail::ArenaThreads();
-    // Two tasks per thread, so that a thread the host slows (a VM's vCPUs
-    // run unevenly) hands work over. One per thread, Zen 5, 2 threads, one
-    // process alternating: 256^3 1.03-1.11x, 512^3 1.02-1.05x, but 2048 x
-    // 2048 x 64 (B transposed) 0.90x, 192 x 768 x 768 0.95-0.97x, 256 x 288
-    // x 256 0.93x, 200^3 0.93-1.05x: not kept.
-    const std::size_t tasks_wanted = threads > 1 ? 2 * threads : 1;
+    const std::size_t tasks_wanted =
+        threads > 1 ? TasksPerThread(g) * threads : 1;
     mc = row_chunks ? std::min(RoundUp(g.m, kTileRows),
                                kChunksPerRowTask * SweepRows(depth))
                     : RoundUp(g.m, kTileRows);
