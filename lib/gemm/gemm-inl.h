@@ -761,8 +761,9 @@ struct GemmGrid {
   // VM, 2 threads, forward alternating with two per thread in one process,
   // an hour when the 12 x 2 tile's loop ran at 77% of its quiet speed:
   // S2 (b1 L128 d512) 0.95-1.12x (4 runs), as self-attention 1.03-1.10x,
-  // S3 (b8 L128 d768) 1.03-1.09x, self 0.99-1.08x, S4 and S5 0.98-1.01x;
-  // in a quiet half hour S2 1.00x (self 0.99x), S3 0.99x (self 1.02x).
+  // S3 (b8 L128 d768) 1.03-1.09x, self 0.99-1.08x (14 of the 16 above
+  // 1.0), S4 and S5 0.97-1.11x; in a quiet half hour S2 1.00x (self
+  // 0.99x), S3 0.99x (self 1.02x).
   // Where the product packs B, each extra row block packs it again: quiet,
   // 2 threads, 1024 x 768 x 768 0.97x and 0.99x, 2048 x 1024 x 1024 0.97x
   // and 0.99x, 1024^3 0.97x, 2048^3 0.98x and 1.05x (two builds' same
