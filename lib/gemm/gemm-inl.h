@@ -750,16 +750,16 @@ struct GemmGrid {
   bool columns_outer;
   static constexpr double kMinTaskWork = 1 << 20;
 
-  // Tasks per thread, so that a thread the host slows (a VM's vCPUs run
-  // unevenly, a neighbour on the core's other hardware thread takes its
-  // load ports for minutes) hands work over: oneTBB rebalances only whole
-  // tasks. One per thread, Zen 5, 2 threads, one process alternating: 256^3
-  // 1.03-1.11x, 512^3 1.02-1.05x, but 2048 x 2048 x 64 (B transposed)
-  // 0.90x, 192 x 768 x 768 0.95-0.97x, 256 x 288 x 256 0.93x, 200^3
-  // 0.93-1.05x: not kept. Four where B is pre-packed (the layer's weights),
-  // whose extra row blocks read B again but pack nothing: Emerald Rapids
-  // VM, 2 threads, forward alternating with two per thread in one process,
-  // an hour when the 12 x 2 tile's loop ran at 77% of its quiet speed:
+  // Two tasks per thread, four where B is pre-packed, so that a thread the
+  // host slows (a VM's vCPUs run unevenly, a neighbour on the core's other
+  // hardware thread takes its load ports for minutes) hands work over:
+  // oneTBB rebalances only whole tasks. One per thread, Zen 5, 2 threads, one
+  // process alternating: 256^3 1.03-1.11x, 512^3 1.02-1.05x, but 2048 x 2048 x
+  // 64 (B transposed) 0.90x, 192 x 768 x 768 0.95-0.97x, 256 x 288 x 256 0.93x,
+  // 200^3 0.93-1.05x: not kept. Four where B is pre-packed (the layer's
+  // weights), whose extra row blocks read B again but pack nothing: Emerald
+  // Rapids VM, 2 threads, forward alternating with two per thread in one
+  // process, an hour when the 12 x 2 tile's loop ran at 77% of its quiet speed:
   // S2 (b1 L128 d512) 0.95-1.12x (4 runs), as self-attention 1.03-1.10x,
   // S3 (b8 L128 d768) 1.03-1.09x, self 0.99-1.08x (14 of the 16 above
   // 1.0), S4 and S5 0.97-1.11x; in a quiet half hour S2 1.00x (self
