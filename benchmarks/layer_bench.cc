@@ -18,11 +18,13 @@
 // in 16 bits; their GB/s count the bytes stored.
 #include <tbb/parallel_for.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstring>
 #include <memory>
 #include <string>
 #include <tuple>
+#include <type_traits>
 #include <vector>
 
 #include "bench_util.h"
@@ -42,18 +44,63 @@ void SixteenBitForwardShapes(benchmark::internal::Benchmark* b) {
   }
 }
 
+// How a forward benchmark calls: back to back (timed together, UseRealTime),
+// or each call after the calling thread ran state.range(8) microseconds of
+// other work (a spin, as an engine's own serial code between two layers),
+// each call timed alone (UseManualTime). oneTBB's workers fall asleep after
+// about 100 us without work, and the next call's first parallel step waits
+// for them to wake; libgomp's threads, which oneDNN runs on, spin for
+// longer. Back to back never shows it.
+struct BackToBack {};
+struct AfterGaps {};
+
+template <class Calls, class Call>
+void TimeCalls(benchmark::State& state, Call&& call) {
+  if constexpr (std::is_same_v<Calls, BackToBack>) {
+    for (auto _ : state) call();
+  } else {
+    using Clock = std::chrono::steady_clock;
+    const std::chrono::microseconds gap(state.range(8));
+    for (auto _ : state) {
+      const Clock::time_point gap_end = Clock::now() + gap;
+      while (Clock::now() < gap_end) {
+      }
+      const Clock::time_point start = Clock::now();
+      call();
+      state.SetIterationTime(
+          std::chrono::duration<double>(Clock::now() - start).count());
+    }
+  }
+}
+
+// S1 and S2 (short calls, where a wake-up weighs most) after gaps.
+// args: ForwardShapes' and gap_us.
+void ForwardAfterGapShapes(benchmark::internal::Benchmark* b) {
+  b->ArgNames({"b", "q", "kv", "d", "h", "kvh", "self", "t", "gap_us"});
+  for (int gap_us : {0, 250, 2000}) {
+    for (int threads : ThreadCounts()) {
+      b->Args({2, 10, 10, 512, 8, 8, 0, threads, gap_us});
+      b->Args({1, 128, 128, 512, 8, 8, 0, threads, gap_us});
+    }
+  }
+  // A fixed count: the gaps, not timed, would otherwise multiply the run's
+  // length (Google Benchmark's minimum time counts the timed part).
+  b->Iterations(300);
+}
+
 // forward with the weights stored in `precision`.
+template <class Calls = BackToBack>
 void Forward(benchmark::State& state, mha::Precision precision) {
   const LayerShape s(state);
   mha::MultiHeadAttention layer({s.d, s.heads, s.kv_heads, false, precision});
   layer.init_random(1);
   Inputs in(s);
   WithThreads(s.threads, [&] {
-    for (auto _ : state) {
+    TimeCalls<Calls>(state, [&] {
       layer.forward(in.query.data(), in.k(), in.v(), s.batch, s.q_len, s.kv_len,
                     in.out.data());
       benchmark::DoNotOptimize(in.out.data());
-    }
+    });
   });
   Report(state, s.Flops());
 }
@@ -66,9 +113,13 @@ void BM_ForwardBF16(benchmark::State& state) {
 void BM_ForwardF16(benchmark::State& state) {
   Forward(state, mha::Precision::F16);
 }
+void BM_ForwardAfterGap(benchmark::State& state) {
+  Forward<AfterGaps>(state, mha::Precision::F32);
+}
 BENCHMARK(BM_Forward)->Apply(ForwardShapes)->UseRealTime();
 BENCHMARK(BM_ForwardBF16)->Apply(SixteenBitForwardShapes)->UseRealTime();
 BENCHMARK(BM_ForwardF16)->Apply(SixteenBitForwardShapes)->UseRealTime();
+BENCHMARK(BM_ForwardAfterGap)->Apply(ForwardAfterGapShapes)->UseManualTime();
 
 #ifdef MHA_HAVE_OPENBLAS
 // C[rows, n] = A[rows, k] B[k, n] with single-threaded cblas_sgemm calls,
@@ -266,22 +317,32 @@ class OneDnnLayer {
   std::vector<float> qp_, kp_, vp_, sp_, cp_;
 };
 
-void BM_ForwardOneDNN(benchmark::State& state) {
+template <class Calls>
+void ForwardOneDnn(benchmark::State& state) {
   const LayerShape s(state);
   SetPeerThreads(s.threads);  // before the primitives are made
   const Weights w(s);
   Inputs in(s);
   OneDnnLayer layer(s, w);
   WithThreads(s.threads, [&] {
-    for (auto _ : state) {
+    TimeCalls<Calls>(state, [&] {
       layer.Forward(in.query.data(), in.k(), in.v(), in.out.data());
       benchmark::DoNotOptimize(in.out.data());
-    }
+    });
   });
   Report(state, s.Flops(), 0.0, OneDnnLabel());
   LetPeerThreadsIdle();
 }
+void BM_ForwardOneDNN(benchmark::State& state) {
+  ForwardOneDnn<BackToBack>(state);
+}
+void BM_ForwardOneDNNAfterGap(benchmark::State& state) {
+  ForwardOneDnn<AfterGaps>(state);
+}
 BENCHMARK(BM_ForwardOneDNN)->Apply(ForwardShapes)->UseRealTime();
+BENCHMARK(BM_ForwardOneDNNAfterGap)
+    ->Apply(ForwardAfterGapShapes)
+    ->UseManualTime();
 #endif
 
 // One decode step: a token against a cache of `context` tokens, d4096 h32,
