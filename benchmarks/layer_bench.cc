@@ -7,7 +7,8 @@
 //     around a batched matmul, the softmax primitive and a batched matmul;
 //   OpenBLAS: cblas_sgemm (and, for one token, cblas_sgemv) around
 //     mha::softmax, its calls spread over row blocks and heads on oneTBB.
-// PyTorch's own layer is timed beside them by pytorch_bench.cc.
+// PyTorch's own layer is timed beside them by pytorch_bench.cc. The
+// AfterGap variants time S1 and S2 each call after an idle gap (TimeCalls).
 // Rates: GFLOP/s of the multiply-adds (projections of Q, K, V and the
 // output, Q K^T, P V); GB/s of weights and cache read, for decode steps.
 // mha's forward at S6 (one query over 2048 keys) runs in the absorbed order
