@@ -255,15 +255,17 @@ TEST_P(GemmTest, NarrowProducts) {
 }
 
 // The wide tile, two panels at a time with 1, 2, 4, ... rows, on every
-// target: ragged rows and columns, an odd last panel, every transpose, the
-// epilogue of the first slice and of later ones.
+// target: ragged rows and columns (a ragged pair, whole pairs before a ragged
+// odd panel), every transpose, C stored as it is and combined with alpha
+// and beta, the epilogue of the first slice and of later ones.
 TEST_P(GemmTest, WideTiles) {
   const mha::detail::GemmShapeParams p = mha::detail::GemmShapeParamsForTest();
   const std::size_t mr = p.tile_rows, nr = p.tile_cols;
   for (std::size_t m : {std::size_t{1}, mr / 2 + 1, mr + 3, 5 * mr - 1}) {
-    for (std::size_t n : {2 * nr, 2 * nr + 1, 5 * nr - 3}) {
+    for (std::size_t n : {2 * nr - 3, 2 * nr, 2 * nr + 1, 5 * nr - 3}) {
       const int t = static_cast<int>(m + n) % 4;
       Check(m, n, p.kc + 5, t & 1, t & 2, 0.5f, 0.25f, 3, Route::kWideTiles);
+      Check(m, n, p.kc + 5, t & 2, t & 1, 1.0f, 0.0f, 3, Route::kWideTiles);
     }
   }
   Check(2 * mr, 4 * nr, 2 * p.kc + 1, false, false, 1.0f, 1.0f, 3,

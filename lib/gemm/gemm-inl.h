@@ -287,8 +287,8 @@ inline PreparedB PrepareB(const detail::GemmArgs& g, Sweep sweep,
 }
 
 // Rows [0, rows) of a sliver against kPanels (1 or 2) B panels from panel j
-// on, into C's columns from j0 + j * TileCols().
-template <std::size_t kPanels, class AOperand, class T,
+// on, into C's columns from j0 + j * TileCols() (whole panels if kWhole).
+template <std::size_t kPanels, bool kWhole = false, class AOperand, class T,
           std::size_t kPrefetchSteps, bool kAsksAhead, bool kCopies>
 HWY_INLINE void MultiplyPanelRun(
     const AOperand& a, std::size_t rows, std::size_t kc,
@@ -301,7 +301,8 @@ HWY_INLINE void MultiplyPanelRun(
   // reference to one object made GCC 12 add 26 register moves to the 12 x 2
   // tile's loop (4% of 2048 x 2048 x 64).
   const auto stores_from = [&](std::size_t first) {
-    return StoresOfPanels<kPanels>(epilogue, c + first * ldc, ldc, j0, nc, j);
+    return StoresOfPanels<kPanels, kWhole>(epilogue, c + first * ldc, ldc, j0,
+                                           nc, j);
   };
   if (epilogue.read_c) {
     for (const auto& store : stores_from(0).stores) store.Prefetch(rows);
@@ -330,6 +331,17 @@ HWY_INLINE void MultiplyPanelRun(
 // The first `rows` rows and `kc` steps of `a` against the B panels of
 // columns [j0, j0 + nc), stored through `epilogue`: by pairs of panels
 // with the wide tile (kWide), else one panel at a time.
+//
+// A pair of whole panels stores its tiles without the ragged path
+// (TileStore's kWhole), which, inlined beside the 6 x 4 tile, made GCC 12
+// spill 10 of its 24 accumulators after every tile and test the width at
+// every row. Emerald Rapids VM, one process alternating, medians of 21, 1
+// thread / 2 threads: 64^3 1.010-1.021x / 1.020x, 36 x 64 x 64 1.010x, 128 x
+// 64 x 128 1.005-1.012x, 1024 x 64 x 1024 1.015x / 1.010x, 2048 x 64 x 2048
+// 1.001x / 1.013x, 64 x 96 x 512 1.007x. The 12 x 2 tile's single panels the
+// same way ran 0.99-1.01x (1024^3, 128 x 2304 x 768, 4096 x 512 x 512, 256^3,
+// 2048 x 2048 x 64 with B transposed, 1 and 2 threads): not taken, one
+// instantiation fewer of each of its kernels.
 template <bool kWide, class AOperand, class Panels>
 HWY_INLINE void MultiplySliver(const AOperand& a, std::size_t rows,
                                std::size_t kc, const Panels& b, std::size_t j0,
@@ -339,7 +351,11 @@ HWY_INLINE void MultiplySliver(const AOperand& a, std::size_t rows,
   std::size_t j = 0;
   if constexpr (kWide) {
     for (; j + 2 <= panels; j += 2) {
-      MultiplyPanelRun<2>(a, rows, kc, b, j, j0, nc, c, ldc, epilogue);
+      if ((j + 2) * TileCols() <= nc) {
+        MultiplyPanelRun<2, true>(a, rows, kc, b, j, j0, nc, c, ldc, epilogue);
+      } else {
+        MultiplyPanelRun<2>(a, rows, kc, b, j, j0, nc, c, ldc, epilogue);
+      }
     }
   }
   for (; j < panels; ++j) {
