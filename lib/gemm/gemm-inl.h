@@ -205,7 +205,11 @@ constexpr std::size_t kPackingSliverAheadSteps = 32;
 // the faster at 128 x 2304 x 768 (7 L2s, 1.03x / 1.02x) and at 96 x 4096 x
 // 4096 on 2 threads (64 L2s, 0.99x / 1.04x): the bound, 8 L2s, keeps the
 // sliver there up to 8 MiB and gives the copy the products beyond 16 MiB
-// here.
+// here. On Zen 3 (512 KiB L2: the bound is 4 MiB; 32 MiB L3), the sliver
+// beyond the bound against the copy, one process alternating, 1 thread / 2
+// threads: 32 x 2304 x 768 (7 MiB) 0.95x / 1.01x, 128 x 2304 x 768 0.90x /
+// 1.05x, 96 x 4096 x 2048 (32 MiB) 0.80x / 0.83x, 64 x 4096 x 4096 0.77x /
+// 0.84x: the copy there too, though 7 MiB of B stays in L3.
 constexpr std::size_t kSliverPacksBL2s = 8;
 
 inline bool SliverPacksB(const detail::GemmArgs& g) {
