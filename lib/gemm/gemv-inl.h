@@ -223,8 +223,9 @@ inline void CopyStepsOfA(const detail::GemmArgs& g, float* steps) {
 // eight rows are asked for at the same columns (the pass's segments are
 // short, a few hundred columns, so the prefetchers start over on every
 // row): 16 x 4096 x 4096 on Zen 5 ran 1.44x faster with this prefetch,
-// 1.17x with it sixteen rows ahead.
-template <bool kPrefetch>
+// 1.17x with it sixteen rows ahead. The lines go into kLevel (Gemv says
+// which).
+template <bool kPrefetch, detail::CacheLevel kLevel = detail::CacheLevel::kL1>
 void GemvRowsOfA(const detail::GemmArgs& g, const float* HWY_RESTRICT steps,
                  std::size_t j0, std::size_t width, std::size_t p0,
                  std::size_t p1, float* HWY_RESTRICT sums) {
@@ -239,7 +240,7 @@ void GemvRowsOfA(const detail::GemmArgs& g, const float* HWY_RESTRICT steps,
       if constexpr (kPrefetch) {
         if (p + 2 * kPass <= p1) {
           for (std::size_t r = kPass; r < 2 * kPass; ++r) {
-            hwy::Prefetch(b + r * ld + j);
+            detail::PrefetchLine<kLevel>(b + r * ld + j);
           }
         }
       }
@@ -525,6 +526,16 @@ inline void Gemv(const detail::GemmArgs& g) {
   // ways): above. Sapphire Rapids VM (48 KiB, 12 ways), B from L3, 1 x 4096
   // x 1024 and 1 x 4096 x 4096: 0.75, 3 or 6 KiB ahead, or none, all within
   // 1% of 1.5 KiB on 1 and 2 threads.
+  //
+  // Where it does not pay, the walk of more rows of C than a pass has rows
+  // of B still asks for the next pass, into L2: its passes are long enough
+  // for the lines to arrive, and into L1 they would evict the pass's own (8
+  // lines of one set; into L1, 16 x 4096 x 4096 ran 0.93x). Zen 3, one
+  // process alternating, medians of 31, 1 thread / 2 threads, x 4096 x
+  // 4096: 16 rows 1.08-1.25x / 1.29x, 12 rows 1.15-1.19x / 1.19x, 10 rows
+  // 1.15x / 1.10x; 16 x 2048 x 2048 1.03x / 1.06x, 16 x 1024 x 4096 1.02x /
+  // 1.16x; but 8 rows 0.91-0.98x / 1.05x and 5 rows 0.81-0.83x / 0.90x, kept
+  // without. Zen 1 and Zen 4 (8-way L1s too) unmeasured.
   const bool prefetch = detail::StreamingPrefetchPays();
   const bool walk = g.m > kGemvRows;
   detail::PooledBuffer steps(walk ? g.k * kWalkRows : 0);
@@ -540,6 +551,9 @@ inline void Gemv(const detail::GemmArgs& g) {
         if (walk) {
           if (prefetch) {
             GemvRowsOfA<true>(g, steps.get(), j0, w, first, end, sums);
+          } else if (g.m > kGemvRowsPerPass) {
+            GemvRowsOfA<true, detail::CacheLevel::kL2>(g, steps.get(), j0, w,
+                                                       first, end, sums);
           } else {
             GemvRowsOfA<false>(g, steps.get(), j0, w, first, end, sums);
           }
