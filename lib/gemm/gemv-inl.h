@@ -531,11 +531,11 @@ inline void Gemv(const detail::GemmArgs& g) {
   // of B still asks for the next pass, into L2: its passes are long enough
   // for the lines to arrive, and into L1 they would evict the pass's own (8
   // lines of one set; into L1, 16 x 4096 x 4096 ran 0.93x). Zen 3, one
-  // process alternating, medians of 31, 1 thread / 2 threads, x 4096 x
-  // 4096: 16 rows 1.08-1.25x / 1.29x, 12 rows 1.15-1.19x / 1.19x, 10 rows
-  // 1.15x / 1.10x; 16 x 2048 x 2048 1.03x / 1.06x, 16 x 1024 x 4096 1.02x /
-  // 1.16x; but 8 rows 0.91-0.98x / 1.05x and 5 rows 0.81-0.83x / 0.90x, kept
-  // without. Zen 1 and Zen 4 (8-way L1s too) unmeasured.
+  // process alternating, medians of 9-31, 1 thread / 2 threads, x 4096 x
+  // 4096: 16 rows 0.99-1.25x (three runs) / 1.29x, 12 rows 1.15-1.19x / 1.19x,
+  // 10 rows 1.15x / 1.10x; 16 x 2048 x 2048 1.03x / 1.06x, 16 x 1024 x
+  // 4096 1.02x / 1.16x; but 8 rows 0.91-0.98x / 1.05x and 5 rows 0.81-0.83x /
+  // 0.90x, kept without. Zen 1 and Zen 4 (8-way L1s too) unmeasured.
   const bool prefetch = detail::StreamingPrefetchPays();
   const bool walk = g.m > kGemvRows;
   detail::PooledBuffer steps(walk ? g.k * kWalkRows : 0);
