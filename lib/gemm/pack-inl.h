@@ -117,6 +117,8 @@ inline void CopyStep(float* HWY_RESTRICT to, const float* HWY_RESTRICT from,
 // thread / 2 threads: 32 x 2304 x 768 1.10x / 1.02x, 128 x 2304 x 768 1.11x
 // / 1.03x, 64 x 4096 x 4096 1.13x / 1.07x, 96 x 4096 x 2048 1.07x / 1.06x,
 // 2048^3 1.00x; into L1 1.07-1.17x on 1 thread, 16 steps ahead 1.04-1.10x.
+// The same copy of V's rows in the prefill core (prefill_tile-inl.h) and of
+// B's rows for the wide tile (PrepareB) asks for them too, unmeasured there.
 constexpr std::size_t kPackAheadSteps = 8;
 
 inline void PackPanels(float* HWY_RESTRICT panels, std::size_t width,
