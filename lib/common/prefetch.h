@@ -72,7 +72,9 @@ constexpr std::size_t kStreamsThatNeedMoreL1Ways = 8;
 // 0.95x as fast as without prefetch (1 and 2 threads), B transposed 1.08x
 // and 1.09x, too little to change the walk where it is unmeasured. The
 // decode core's K rows follow the same line (DecodeRange::PrefetchesKeys).
-// Other cores are unmeasured.
+// Where it does not pay, the GEMV walk of more than 8 rows of C still asks
+// for its next pass into L2 (Gemv, lib/gemm/gemv-inl.h: Zen 3). Other cores
+// are unmeasured.
 inline bool StreamingPrefetchPays() {
   return MachineCaches().l1d_ways > kStreamsThatNeedMoreL1Ways;
 }
